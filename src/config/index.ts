@@ -1,0 +1,4 @@
+// The config module: schema, defaults and loadConfig; modules receive only their own section type.
+export * from './schema.js';
+export * from './defaults.js';
+export * from './load.js';

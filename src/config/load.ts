@@ -1,0 +1,108 @@
+// Loads the config file: read → parse YAML → validate → cross-check → resolve paths → deep-freeze.
+// Every error names its key path; nothing here touches process (the caller passes cwd).
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parseDocument } from 'yaml';
+import type { z } from 'zod';
+import { configSchema, type ConfigFile } from './schema.js';
+
+export interface ConfigIssue {
+  readonly path: string;
+  readonly message: string;
+}
+
+export type Config = Readonly<ConfigFile> & { readonly sourcePath: string };
+
+export type ConfigResult = { readonly ok: true; readonly config: Config } | { readonly ok: false; readonly issues: readonly ConfigIssue[] };
+
+export function formatKeyPath(parts: readonly PropertyKey[]): string {
+  let out = '';
+  for (const part of parts) {
+    if (typeof part === 'number') out += `[${part}]`;
+    else out += out === '' ? String(part) : `.${String(part)}`;
+  }
+  return out === '' ? '(root)' : out;
+}
+
+export async function loadConfig(file: string, cwd: string): Promise<ConfigResult> {
+  const sourcePath = path.resolve(cwd, file);
+  let text: string;
+  try {
+    text = await readFile(sourcePath, 'utf8');
+  } catch (error) {
+    return { ok: false, issues: [{ path: '(file)', message: `cannot read ${sourcePath}: ${(error as NodeJS.ErrnoException).code ?? String(error)}` }] };
+  }
+  return parseConfigText(text, sourcePath, cwd);
+}
+
+export function parseConfigText(text: string, sourcePath: string, cwd: string): ConfigResult {
+  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    return { ok: false, issues: doc.errors.map((e) => ({ path: '(yaml)', message: e.message.split('\n')[0] ?? e.message })) };
+  }
+  const parsed = configSchema.safeParse(doc.toJS() ?? {});
+  if (!parsed.success) return { ok: false, issues: zodIssues(parsed.error) };
+  const issues = crossCheck(parsed.data);
+  if (issues.length > 0) return { ok: false, issues };
+  const config = { ...resolvePaths(parsed.data, cwd), sourcePath };
+  return { ok: true, config: deepFreeze(config) };
+}
+
+function zodIssues(error: z.ZodError): ConfigIssue[] {
+  return error.issues.map((issue) => {
+    const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
+    return { path: formatKeyPath(issue.path), message: issue.message + keys };
+  });
+}
+
+function crossCheck(config: ConfigFile): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  const grantIds = new Set<string>();
+  config.grants.forEach((grant, i) => {
+    if (grantIds.has(grant.id)) issues.push({ path: `grants[${i}].id`, message: `duplicate grant id "${grant.id}"` });
+    grantIds.add(grant.id);
+  });
+  const names = new Set<string>();
+  const addresses = new Set<string>();
+  config.listeners.forEach((listener, i) => {
+    if (names.has(listener.name)) issues.push({ path: `listeners[${i}].name`, message: `duplicate listener name "${listener.name}"` });
+    names.add(listener.name);
+    if (addresses.has(listener.listen)) issues.push({ path: `listeners[${i}].listen`, message: `address ${listener.listen} is used twice` });
+    addresses.add(listener.listen);
+    if (listener.grant !== undefined && !grantIds.has(listener.grant)) {
+      issues.push({ path: `listeners[${i}].grant`, message: `no grant with id "${listener.grant}"` });
+    }
+  });
+  if (config.route.mode === 'proxy' && config.route.proxy === undefined) {
+    issues.push({ path: 'route.proxy', message: 'route.mode is proxy but route.proxy is missing' });
+  }
+  if (config.route.mode === 'pac' && config.route.pac === undefined) {
+    issues.push({ path: 'route.pac', message: 'route.mode is pac but route.pac is missing' });
+  }
+  return issues;
+}
+
+function resolveListen(listen: string, cwd: string): string {
+  return listen.startsWith('unix:') ? `unix:${path.resolve(cwd, listen.slice(5))}` : listen;
+}
+
+function resolvePaths(config: ConfigFile, cwd: string): ConfigFile {
+  const admin = { ...config.admin };
+  if (admin.listen !== undefined) admin.listen = resolveListen(admin.listen, cwd);
+  const audit = { file: config.audit.file === 'stdout' || config.audit.file === 'stderr' ? config.audit.file : path.resolve(cwd, config.audit.file) };
+  return {
+    ...config,
+    listeners: config.listeners.map((l) => ({ ...l, listen: resolveListen(l.listen, cwd) })),
+    admin,
+    audit,
+    state: path.resolve(cwd, config.state),
+  };
+}
+
+export function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value as Record<string, unknown>)) deepFreeze(inner);
+  }
+  return value;
+}

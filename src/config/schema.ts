@@ -1,0 +1,109 @@
+// The on-disk config format as a zod schema; the section types every module receives come from here.
+import { z } from 'zod';
+import { ADDRESS_CLASSES } from '../core/index.js';
+import { Defaults } from './defaults.js';
+
+const listenAddress = z
+  .string()
+  .min(1)
+  .refine((v) => v.startsWith('unix:') || /^(\[[0-9a-fA-F:.]+\]|[^:\s[\]]+):\d{1,5}$/.test(v), {
+    message: 'expected host:port, [v6]:port or unix:/path.sock',
+  });
+
+const positiveMs = z.number().int().positive().max(86_400_000);
+
+const listenerSchema = z
+  .strictObject({
+    name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - (1-64)'),
+    listen: listenAddress,
+    identify: z.literal('token').optional(),
+    grant: z.string().min(1).optional(),
+  })
+  .refine((l) => !(l.identify && l.grant), { message: 'a listener is either identify: token or bound to one grant, not both' });
+
+const limitsSchema = z.strictObject({
+  maxConcurrent: z.number().int().positive().optional(),
+  maxBytes: z.number().int().positive().optional(),
+  maxConnections: z.number().int().positive().optional(),
+  idleTimeoutMs: positiveMs.optional(),
+  maxDurationMs: positiveMs.optional(),
+  expiresAt: z.union([z.iso.datetime({ offset: true }), z.date()]).optional(),
+});
+
+const grantSchema = z
+  .strictObject({
+    id: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, 'letters, digits, _ . - (1-128), no colon'),
+    tokenSha256: z.string().regex(/^[0-9a-f]{64}$/i, 'expected 64 hex digits (SHA-256 of the token)').optional(),
+    tokenEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment variable name').optional(),
+    destinations: z.array(z.string().min(1)).default([]),
+    unrestricted: z.boolean().default(Defaults.grant.unrestricted),
+    allowAddressClasses: z.array(z.enum(ADDRESS_CLASSES as [string, ...string[]])).default([]),
+    allowAddresses: z.array(z.string().min(1)).default([]),
+    requireAttestedAddress: z.boolean().default(Defaults.grant.requireAttestedAddress),
+    generation: z.string().min(1).max(128).optional(),
+    limits: limitsSchema.prefault({}),
+  })
+  .refine((g) => !(g.tokenSha256 && g.tokenEnv), { message: 'give tokenSha256 or tokenEnv, not both' });
+
+const proxyRouteSchema = z.strictObject({
+  url: z.string().min(1),
+  credentialsFile: z.string().min(1).optional(),
+  caFile: z.string().min(1).optional(),
+  inspectsTls: z.boolean().default(false),
+  sendResolvedAddress: z.boolean().default(false),
+});
+
+const pacRouteSchema = z.strictObject({
+  file: z.string().min(1).optional(),
+  url: z.string().min(1).optional(),
+  refreshMs: positiveMs.optional(),
+  timeoutMs: positiveMs.optional(),
+});
+
+export const configSchema = z.strictObject({
+  listeners: z.array(listenerSchema).min(1, 'at least one listener is required'),
+  admin: z
+    .strictObject({ listen: listenAddress.optional(), metrics: listenAddress.optional() })
+    .prefault({}),
+  state: z.string().min(1).default(Defaults.state),
+  dns: z
+    .strictObject({
+      servers: z.union([z.literal('system'), z.array(z.string().min(1)).min(1)]).default(Defaults.dns.servers),
+      timeoutMs: positiveMs.default(Defaults.dns.timeoutMs),
+      hosts: z.record(z.string().min(1), z.array(z.string().min(1)).min(1)).default({}),
+      cacheMaxEntries: z.number().int().min(0).max(10_000_000).default(Defaults.dns.cacheMaxEntries),
+      cacheMaxTtlMs: z.number().int().min(0).max(86_400_000).default(Defaults.dns.cacheMaxTtlMs),
+      systemTtlMs: z.number().int().min(0).max(86_400_000).default(Defaults.dns.systemTtlMs),
+    })
+    .prefault({}),
+  route: z
+    .strictObject({
+      mode: z.enum(['direct', 'proxy', 'pac', 'system']).default(Defaults.route.mode),
+      proxy: proxyRouteSchema.optional(),
+      pac: pacRouteSchema.optional(),
+    })
+    .prefault({}),
+  timeouts: z
+    .strictObject({
+      dialMs: positiveMs.default(Defaults.timeouts.dialMs),
+      headersMs: positiveMs.default(Defaults.timeouts.headersMs),
+      idleMs: positiveMs.default(Defaults.timeouts.idleMs),
+      originResponseMs: positiveMs.default(Defaults.timeouts.originResponseMs),
+    })
+    .prefault({}),
+  audit: z.strictObject({ file: z.string().min(1).default(Defaults.audit.file) }).prefault({}),
+  log: z
+    .strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default(Defaults.log.level) })
+    .prefault({}),
+  grants: z.array(grantSchema).default([]),
+});
+
+export type ConfigFile = z.infer<typeof configSchema>;
+export type ListenerSection = ConfigFile['listeners'][number];
+export type GrantSection = ConfigFile['grants'][number];
+export type GrantLimits = GrantSection['limits'];
+export type DnsSection = ConfigFile['dns'];
+export type RouteSection = ConfigFile['route'];
+export type TimeoutsSection = ConfigFile['timeouts'];
+export type AuditSection = ConfigFile['audit'];
+export type AdminSection = ConfigFile['admin'];

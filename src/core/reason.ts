@@ -1,0 +1,51 @@
+// The closed table of decision reason codes: each code's HTTP status and human message, declared once.
+// Codes are never renamed or reused; docs/reason-codes.md is checked against this table by a test.
+
+export type ReasonStatus = 200 | 400 | 403 | 407 | 429 | 502 | 504;
+type ReasonSpec = { readonly status: ReasonStatus; readonly message: string };
+
+export const Reasons = {
+  granted: { status: 200, message: 'destination is in the principal’s grant' },
+  token_missing: { status: 407, message: 'no grant token was presented' },
+  token_invalid: { status: 407, message: 'the presented grant token is not valid' },
+  token_grant_mismatch: { status: 403, message: 'a token for another grant was presented on a dedicated listener' },
+  principal_changed: { status: 403, message: 'a later request on this connection presented another principal' },
+  grant_unknown: { status: 403, message: 'the listener is bound to a grant that does not exist' },
+  grant_expired: { status: 403, message: 'the grant has expired' },
+  request_malformed: { status: 400, message: 'the request is not a well-formed proxy request' },
+  destination_malformed: { status: 400, message: 'the destination is not a valid scheme, host and port' },
+  scheme_forbidden: { status: 400, message: 'this scheme cannot be requested in absolute form; use CONNECT' },
+  host_mismatch: { status: 400, message: 'the absolute-form URI and the Host header disagree' },
+  destination_not_granted: { status: 403, message: 'destination is not in the principal’s grant' },
+  address_class_denied: { status: 403, message: 'destination resolves only to addresses the grant does not allow' },
+  address_self: { status: 403, message: 'destination is one of Sluice’s own listeners' },
+  route_unsupported: { status: 502, message: 'the configured route cannot be honoured' },
+  dns_timeout: { status: 504, message: 'resolving the destination timed out' },
+  dns_no_address: { status: 502, message: 'the destination name has no address' },
+  dns_failed: { status: 502, message: 'resolving the destination failed' },
+  dial_refused: { status: 502, message: 'every checked address refused the connection' },
+  dial_unreachable: { status: 502, message: 'no checked address could be reached' },
+  dial_timeout: { status: 504, message: 'connecting to the checked address timed out' },
+  origin_failed: { status: 502, message: 'the origin closed or failed before a complete response' },
+  origin_timeout: { status: 504, message: 'the origin did not answer in time' },
+  upgrade_unsupported: { status: 400, message: 'protocol upgrades in absolute form are not supported; use CONNECT' },
+} as const satisfies Record<string, ReasonSpec>;
+
+export type ReasonCode = keyof typeof Reasons;
+
+export function isReasonCode(value: string): value is ReasonCode {
+  return Object.hasOwn(Reasons, value);
+}
+
+/** Close reasons describe how an established tunnel or forward ended; they are recorded, never answered. */
+export const CloseReasons = {
+  client_closed: 'the client closed the connection',
+  origin_closed: 'the origin closed the connection',
+  client_reset: 'the client connection failed or was reset',
+  origin_reset: 'the origin connection failed or was reset',
+  idle_timeout: 'no bytes moved in either direction for the idle timeout',
+  proxy_shutdown: 'Sluice is shutting down',
+  response_error: 'the forwarded response failed mid-stream',
+} as const satisfies Record<string, string>;
+
+export type CloseReason = keyof typeof CloseReasons;

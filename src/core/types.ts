@@ -1,0 +1,59 @@
+// The shared vocabulary of one hop, as branded and readonly types. No I/O, no logic.
+
+declare const brand: unique symbol;
+
+export type Scheme = 'http' | 'https' | 'ws' | 'wss' | 'tcp';
+export const SCHEMES: readonly Scheme[] = ['http', 'https', 'ws', 'wss', 'tcp'];
+
+export type HostKind = 'name' | 'ipv4' | 'ipv6';
+
+/** The only form of a destination that policy sees (see docs/glossary). `key` is `host:port` with IPv6 bracketed. */
+export type CanonicalDestination = {
+  readonly host: string;
+  readonly hostKind: HostKind;
+  readonly port: number;
+  readonly key: string;
+} & { readonly [brand]: 'CanonicalDestination' };
+
+export type AddressClass =
+  | 'public'
+  | 'private'
+  | 'loopback'
+  | 'link_local'
+  | 'cgnat'
+  | 'unspecified'
+  | 'multicast'
+  | 'reserved'
+  | 'self';
+
+export const ADDRESS_CLASSES: readonly AddressClass[] = [
+  'public', 'private', 'loopback', 'link_local', 'cgnat', 'unspecified', 'multicast', 'reserved', 'self',
+];
+
+/** Classes a grant may add beyond public; unspecified, multicast and self can never be granted. */
+export const GRANTABLE_CLASSES: readonly AddressClass[] = ['private', 'loopback', 'link_local', 'cgnat', 'reserved'];
+
+export interface ResolvedAddress {
+  readonly address: string;
+  readonly family: 4 | 6;
+}
+
+export interface ClassifiedAddress extends ResolvedAddress {
+  readonly class: AddressClass;
+  readonly allowed: boolean;
+}
+
+/** An address that passed the grant's address check; egress dials exactly these, in order. */
+export type PinnedAddress = {
+  readonly address: string;
+  readonly family: 4 | 6;
+  readonly port: number;
+  readonly class: AddressClass;
+} & { readonly [brand]: 'PinnedAddress' };
+
+export interface Principal {
+  readonly grantId: string;
+  readonly via: 'listener' | 'token';
+}
+
+export type RequestKind = 'connect' | 'forward';

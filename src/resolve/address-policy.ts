@@ -1,0 +1,60 @@
+// A grant's address policy, compiled once: which classes and CIDRs beyond public it may reach.
+// unspecified, multicast and self are refused whatever the grant says (BRIEF: Sluice never connects to
+// its own listeners, admin socket or metrics port).
+import net from 'node:net';
+import { GRANTABLE_CLASSES, type AddressClass, type ClassifiedAddress, type ResolvedAddress } from '../core/index.js';
+import { classifyAddress } from './address-class.js';
+import type { SelfAddresses } from './self-addresses.js';
+
+export interface AddressPolicy {
+  readonly classes: ReadonlySet<AddressClass>;
+  readonly addresses: net.BlockList;
+  readonly self: SelfAddresses;
+}
+
+export interface AddressPolicyIssue {
+  readonly index: number;
+  readonly message: string;
+}
+
+export function parseCidr(text: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | null {
+  const [address = '', prefixText] = text.split('/');
+  const family = net.isIP(address);
+  if (family === 0) return null;
+  const max = family === 4 ? 32 : 128;
+  const prefix = prefixText === undefined ? max : /^\d{1,3}$/.test(prefixText) ? Number(prefixText) : -1;
+  if (prefix < 0 || prefix > max) return null;
+  return { address, prefix, family: family === 4 ? 'ipv4' : 'ipv6' };
+}
+
+export function compileAddressPolicy(
+  classes: readonly string[],
+  cidrs: readonly string[],
+  self: SelfAddresses,
+): { ok: true; value: AddressPolicy } | { ok: false; issues: AddressPolicyIssue[] } {
+  const issues: AddressPolicyIssue[] = [];
+  const allowed = new Set<AddressClass>(['public']);
+  for (const cls of classes) {
+    if ((GRANTABLE_CLASSES as readonly string[]).includes(cls)) allowed.add(cls as AddressClass);
+  }
+  const blockList = new net.BlockList();
+  cidrs.forEach((text, index) => {
+    const cidr = parseCidr(text);
+    if (cidr === null) issues.push({ index, message: `"${text}" is not an IP address or CIDR` });
+    else blockList.addSubnet(cidr.address, cidr.prefix, cidr.family);
+  });
+  if (issues.length > 0) return { ok: false, issues };
+  return { ok: true, value: { classes: allowed, addresses: blockList, self } };
+}
+
+const NEVER: ReadonlySet<AddressClass> = new Set(['unspecified', 'multicast', 'self']);
+
+/** Classifies one resolved address for one destination port and says whether the grant allows it. */
+export function checkAddress(policy: AddressPolicy, resolved: ResolvedAddress, port: number): ClassifiedAddress {
+  const { class: baseClass, effective } = classifyAddress(resolved.address);
+  const cls: AddressClass = policy.self.has(effective, baseClass, port) ? 'self' : baseClass;
+  if (NEVER.has(cls)) return { address: resolved.address, family: resolved.family, class: cls, allowed: false };
+  const family = net.isIPv4(effective) ? 'ipv4' : 'ipv6';
+  const allowed = policy.classes.has(cls) || policy.addresses.check(effective, family) || policy.addresses.check(resolved.address, resolved.family === 4 ? 'ipv4' : 'ipv6');
+  return { address: resolved.address, family: resolved.family, class: cls, allowed };
+}
