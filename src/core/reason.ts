@@ -28,6 +28,7 @@ export const Reasons = {
   dial_timeout: { status: 504, message: 'connecting to the checked address timed out' },
   origin_failed: { status: 502, message: 'the origin closed or failed before a complete response' },
   origin_timeout: { status: 504, message: 'the origin did not answer in time' },
+  client_gone: { status: 400, message: 'the client closed the connection before the hop completed' },
   upgrade_unsupported: { status: 400, message: 'protocol upgrades in absolute form are not supported; use CONNECT' },
 } as const satisfies Record<string, ReasonSpec>;
 
@@ -39,6 +40,7 @@ export function isReasonCode(value: string): value is ReasonCode {
 
 /** Close reasons describe how an established tunnel or forward ended; they are recorded, never answered. */
 export const CloseReasons = {
+  completed: 'the forwarded response was delivered in full',
   client_closed: 'the client closed the connection',
   origin_closed: 'the origin closed the connection',
   client_reset: 'the client connection failed or was reset',

@@ -1,0 +1,3 @@
+// The audit module: the AuditRecordV1 shapes and the JSON-lines sink.
+export * from './record.js';
+export * from './sink.js';

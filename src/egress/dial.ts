@@ -1,0 +1,93 @@
+// Opens the egress socket for a hop: dials the pinned addresses, in order, and nothing else. It takes
+// PinnedAddress values, never a host name, so re-resolution (DNS rebinding) cannot be expressed here.
+import net from 'node:net';
+import { deny, ok, type PinnedAddress, type ReasonCode, type Verdict } from '../core/index.js';
+
+export interface DialOptions {
+  readonly timeoutMs: number;
+}
+
+export interface DialSuccess {
+  readonly socket: net.Socket;
+  readonly pinned: PinnedAddress;
+  readonly attempts: number;
+}
+
+function connectOnce(target: PinnedAddress, timeoutMs: number, signal: AbortSignal | undefined, allowHalfOpen: boolean): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    // Tunnels are half-closable (allowHalfOpen), so a FIN from the origin does not end the client's direction.
+    const socket = net.connect({ host: target.address, port: target.port, family: target.family, noDelay: true, allowHalfOpen });
+    const timer = setTimeout(() => fail(Object.assign(new Error('connect timed out'), { code: 'ETIMEDOUT' })), timeoutMs);
+    const onAbort = (): void => fail(Object.assign(new Error('aborted'), { code: 'ABORT_ERR' }));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    function cleanup(): void {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      socket.removeListener('error', fail);
+      socket.removeListener('connect', done);
+    }
+    function fail(error: Error): void {
+      cleanup();
+      socket.destroy();
+      reject(error);
+    }
+    function done(): void {
+      cleanup();
+      resolve(socket);
+    }
+    socket.once('error', fail);
+    socket.once('connect', done);
+  });
+}
+
+export function dialFailureReason(error: unknown): ReasonCode {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') return 'dial_timeout';
+  if (code === 'ECONNREFUSED') return 'dial_refused';
+  return 'dial_unreachable';
+}
+
+/** Dials each pinned address in turn until one connects; the caller owns the returned socket. */
+export async function dial(targets: readonly PinnedAddress[], options: DialOptions, signal?: AbortSignal): Promise<Verdict<DialSuccess>> {
+  let lastError: unknown;
+  let attempts = 0;
+  for (const target of targets) {
+    if (signal?.aborted) break;
+    attempts += 1;
+    try {
+      const socket = await connectOnce(target, options.timeoutMs, signal, true);
+      return ok({ socket, pinned: target, attempts });
+    } catch (error) {
+      lastError = error;
+    }
+  }
+  const code = (lastError as NodeJS.ErrnoException | undefined)?.code ?? 'unknown';
+  return deny(dialFailureReason(lastError), `${attempts} address(es) tried, last error ${code}`);
+}
+
+export interface ConnectorOptions {
+  readonly hostname: string;
+  readonly port: string | number;
+}
+
+type ConnectorCallback = (error: Error | null, socket: net.Socket | null) => void;
+
+/**
+ * A connector for the forward relay's HTTP client: it only ever dials an IP literal (the pinned address
+ * the relay put in the origin), so the client library cannot resolve a name behind policy's back.
+ */
+export function createPinnedConnector(options: DialOptions): (opts: ConnectorOptions, callback: ConnectorCallback) => void {
+  return function connectPinned(opts, callback) {
+    const host = opts.hostname.replace(/^\[|\]$/g, '');
+    const family = net.isIP(host);
+    if (family === 0) {
+      callback(Object.assign(new Error('refusing to dial a host name; only pinned addresses are dialed'), { code: 'ERR_NOT_PINNED' }), null);
+      return;
+    }
+    const target = { address: host, family, port: Number(opts.port), class: 'public' } as unknown as PinnedAddress;
+    connectOnce(target, options.timeoutMs, undefined, false).then(
+      (socket) => callback(null, socket),
+      (error: Error) => callback(error, null),
+    );
+  };
+}

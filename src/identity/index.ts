@@ -1,0 +1,3 @@
+// The identity module: Proxy-Authorization parsing, the token store, identify().
+export * from './token-store.js';
+export * from './identify.js';

@@ -1,0 +1,92 @@
+// The process shell: argv, config loading, signals and exit codes. The only file that touches process.
+import { Command, InvalidArgumentError } from 'commander';
+import { loadConfig, type Config, type ConfigIssue } from './config/index.js';
+import { buildRuntime, startApp } from './app.js';
+import { explain, formatExplanation } from './proxy/index.js';
+
+const EXIT_CONFIG = 2;
+
+function printIssues(file: string, issues: readonly ConfigIssue[]): void {
+  process.stderr.write(`${file}: ${issues.length} error(s)\n`);
+  for (const issue of issues) process.stderr.write(`  ${issue.path}: ${issue.message}\n`);
+}
+
+async function loadOrExit(file: string): Promise<Config> {
+  const loaded = await loadConfig(file, process.cwd());
+  if (!loaded.ok) {
+    printIssues(file, loaded.issues);
+    process.exit(EXIT_CONFIG);
+  }
+  return loaded.config;
+}
+
+async function runStart(options: { config: string }): Promise<void> {
+  const config = await loadOrExit(options.config);
+  const built = buildRuntime(config, { env: process.env });
+  if (!built.ok) {
+    printIssues(options.config, built.issues);
+    process.exit(EXIT_CONFIG);
+  }
+  const app = await startApp(config, { env: process.env, log: built.value.runtime.log, audit: built.value.runtime.audit });
+  for (const l of app.listeners) built.value.runtime.log.info({ listener: l.name, address: l.address }, 'listening');
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    built.value.runtime.log.info({ signal }, 'shutting down');
+    app.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+async function runCheckConfig(file: string): Promise<void> {
+  const config = await loadOrExit(file);
+  const built = buildRuntime(config, { env: process.env, log: silentLog, audit: nullSink });
+  if (!built.ok) {
+    printIssues(file, built.issues);
+    process.exit(EXIT_CONFIG);
+  }
+  await built.value.runtime.forwardAgent.close();
+  process.stdout.write(`${file}: ok (${config.listeners.length} listener(s), ${config.grants.length} grant(s), route ${config.route.mode})\n`);
+}
+
+async function runExplain(target: string, options: { config: string; grant: string; json?: boolean }): Promise<void> {
+  const config = await loadOrExit(options.config);
+  const built = buildRuntime(config, { env: process.env, log: silentLog, audit: nullSink });
+  if (!built.ok) {
+    printIssues(options.config, built.issues);
+    process.exit(EXIT_CONFIG);
+  }
+  const result = await explain(built.value.runtime, options.grant, target);
+  await built.value.runtime.forwardAgent.close();
+  process.stdout.write(options.json === true ? `${JSON.stringify(result)}\n` : formatExplanation(result));
+}
+
+const silentLog = { info: () => undefined, warn: () => undefined, error: () => undefined };
+const nullSink = { write: () => undefined, flush: () => Promise.resolve() };
+
+function nonEmpty(value: string): string {
+  if (value.trim() === '') throw new InvalidArgumentError('must not be empty');
+  return value;
+}
+
+const program = new Command('sluice').description('Egress mediation proxy').showHelpAfterError();
+program.command('start').description('run the proxy').requiredOption('--config <file>', 'config file (YAML)').action(runStart);
+program.command('check-config').description('validate a config file; exit 2 on errors').argument('<file>').action(runCheckConfig);
+program
+  .command('explain')
+  .description('print the decision for a grant and a target without connecting')
+  .requiredOption('--config <file>', 'config file (YAML)')
+  .requiredOption('--grant <id>', 'grant id', nonEmpty)
+  .option('--json', 'print the decision as JSON')
+  .argument('<target>', 'https://host[:port], http://host[:port]/path, or host:port')
+  .action(runExplain);
+
+program.parseAsync(process.argv).catch((error: unknown) => {
+  process.stderr.write(`sluice: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,62 @@
+// The one place that turns a hop into its audit records: one decision record when the hop is decided,
+// one close record when its tunnel or response ends (STYLE §3.8).
+import { Reasons, type CloseReason } from '../core/index.js';
+import { redactTarget, type AuditSink } from '../audit/index.js';
+import type { ConnectionContext } from './connection-context.js';
+import type { Hop } from './hop.js';
+
+export function recordDecision(sink: AuditSink, ctx: ConnectionContext, hop: Hop): void {
+  const pinned = hop.dialed ?? hop.pinned[0] ?? null;
+  sink.write({
+    v: 1,
+    kind: 'decision',
+    ts: new Date().toISOString(),
+    connection: ctx.id,
+    hop: hop.index,
+    listener: ctx.listener,
+    principal: hop.principal?.grantId ?? null,
+    via: hop.principal?.via ?? null,
+    request: hop.kind,
+    method: hop.method,
+    target: redactTarget(hop.target),
+    scheme: hop.scheme,
+    canonical: hop.canonical?.key ?? null,
+    decision: hop.isAllowed ? 'allow' : 'deny',
+    reason: hop.reason,
+    status: Reasons[hop.reason].status,
+    detail: hop.detail === '' ? null : hop.detail,
+    rule: hop.rule,
+    addresses: hop.addresses.map((a) => ({ address: a.address, class: a.class, allowed: a.allowed })),
+    pinned: pinned === null ? null : pinned.address,
+    route: hop.route?.label ?? null,
+    attested: hop.route === null ? null : hop.route.attested,
+    timings: { authorizeUs: hop.authorizeUs, resolveUs: hop.resolveUs, dialUs: hop.dialUs },
+  });
+}
+
+export interface CloseFacts {
+  readonly closedBy: CloseReason;
+  readonly status: number | null;
+  readonly bytesUp: number;
+  readonly bytesDown: number;
+}
+
+export function recordClose(sink: AuditSink, ctx: ConnectionContext, hop: Hop, facts: CloseFacts): void {
+  sink.write({
+    v: 1,
+    kind: 'close',
+    ts: new Date().toISOString(),
+    connection: ctx.id,
+    hop: hop.index,
+    listener: ctx.listener,
+    principal: hop.principal?.grantId ?? null,
+    request: hop.kind,
+    canonical: hop.canonical?.key ?? null,
+    pinned: hop.dialed?.address ?? null,
+    closedBy: facts.closedBy,
+    status: facts.status,
+    bytesUp: facts.bytesUp,
+    bytesDown: facts.bytesDown,
+    durationMs: Date.now() - hop.startedAtMs,
+  });
+}

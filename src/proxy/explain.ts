@@ -1,0 +1,89 @@
+// `sluice explain`: runs a hop's policy stages for a grant and a target without connecting, and reports
+// each step: canonical destination, matched rule, resolved addresses and classes, route, attested, reason.
+import { canonicalize, parseAbsoluteTarget } from '../authority/index.js';
+import { Reasons, type ReasonCode } from '../core/index.js';
+import { checkGrantLive, decideDestination } from './decide.js';
+import { Hop } from './hop.js';
+import type { ProxyRuntime } from './runtime.js';
+
+export interface Explanation {
+  readonly grant: string;
+  readonly target: string;
+  readonly request: 'connect' | 'forward';
+  readonly canonical: string | null;
+  readonly rule: string | null;
+  readonly addresses: readonly { address: string; class: string; allowed: boolean }[];
+  readonly pinned: readonly string[];
+  readonly route: string | null;
+  readonly attested: boolean | null;
+  readonly decision: 'allow' | 'deny';
+  readonly reason: ReasonCode;
+  readonly status: number;
+  readonly detail: string | null;
+}
+
+function hopFor(target: string): Hop {
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(target)?.[1]?.toLowerCase();
+  if (scheme === 'http' || scheme === 'ws') {
+    const hop = new Hop(1, 'forward', 'GET', target);
+    const parsed = parseAbsoluteTarget(target);
+    if (!parsed.ok) hop.fail(parsed.reason, parsed.detail);
+    else {
+      hop.scheme = parsed.value.scheme;
+      hop.canonical = parsed.value.destination;
+    }
+    return hop;
+  }
+  const hop = new Hop(1, 'connect', 'CONNECT', target);
+  let authority = target;
+  let defaultPort: number | undefined;
+  if (scheme === 'https' || scheme === 'wss') {
+    authority = target.slice(scheme.length + 3).replace(/\/.*$/, '');
+    defaultPort = 443;
+    hop.scheme = scheme;
+  } else if (scheme !== undefined) {
+    hop.fail('scheme_forbidden', `scheme ${scheme} is not proxied`);
+    return hop;
+  }
+  const dest = canonicalize(authority, defaultPort);
+  if (!dest.ok) hop.fail(dest.reason, dest.detail);
+  else hop.canonical = dest.value;
+  return hop;
+}
+
+export async function explain(rt: ProxyRuntime, grantId: string, target: string): Promise<Explanation> {
+  const hop = hopFor(target);
+  hop.principal = { grantId, via: 'token' };
+  const grant = rt.grants.get(grantId);
+  if (hop.isAllowed && checkGrantLive(hop, grant, rt.now())) await decideDestination(rt, hop, grant);
+  return {
+    grant: grantId,
+    target,
+    request: hop.kind,
+    canonical: hop.canonical?.key ?? null,
+    rule: hop.rule,
+    addresses: hop.addresses.map((a) => ({ address: a.address, class: a.class, allowed: a.allowed })),
+    pinned: hop.pinned.map((p) => p.address),
+    route: hop.route?.label ?? null,
+    attested: hop.route?.attested ?? null,
+    decision: hop.isAllowed ? 'allow' : 'deny',
+    reason: hop.reason,
+    status: Reasons[hop.reason].status,
+    detail: hop.detail === '' ? null : hop.detail,
+  };
+}
+
+export function formatExplanation(e: Explanation): string {
+  const lines = [
+    `grant:      ${e.grant}`,
+    `target:     ${e.target} (${e.request === 'connect' ? 'CONNECT' : 'absolute-form'})`,
+    `canonical:  ${e.canonical ?? '-'}`,
+    `rule:       ${e.rule ?? '-'}`,
+    `addresses:  ${e.addresses.length === 0 ? '-' : e.addresses.map((a) => `${a.address} ${a.class} ${a.allowed ? 'allowed' : 'denied'}`).join(', ')}`,
+    `pinned:     ${e.pinned.length === 0 ? '-' : e.pinned.join(', ')}`,
+    `route:      ${e.route ?? '-'}`,
+    `attested:   ${e.attested === null ? '-' : String(e.attested)}`,
+    `decision:   ${e.decision} ${e.status} ${e.reason}${e.detail === null ? '' : ` (${e.detail})`}`,
+  ];
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,45 @@
+// One hop's state as the pipeline fills it in: every field is set in the constructor so the object's
+// shape never changes; the decision and close audit records are read off it.
+import type { CanonicalDestination, ClassifiedAddress, PinnedAddress, Principal, ReasonCode, RequestKind, Scheme } from '../core/index.js';
+import type { Route } from '../route/index.js';
+import type { RuntimeGrant } from './grant-table.js';
+
+export class Hop {
+  scheme: Scheme | null = null;
+  canonical: CanonicalDestination | null = null;
+  principal: Principal | null = null;
+  grant: RuntimeGrant | null = null;
+  reason: ReasonCode = 'granted';
+  detail = '';
+  rule: string | null = null;
+  addresses: readonly ClassifiedAddress[] = [];
+  pinned: readonly PinnedAddress[] = [];
+  dialed: PinnedAddress | null = null;
+  route: Route | null = null;
+  authorizeUs: number | null = null;
+  resolveUs: number | null = null;
+  dialUs: number | null = null;
+  readonly startedNs: bigint = process.hrtime.bigint();
+  readonly startedAtMs: number = Date.now();
+
+  constructor(
+    readonly index: number,
+    readonly kind: RequestKind,
+    readonly method: string,
+    readonly target: string,
+  ) {}
+
+  get isAllowed(): boolean {
+    return this.reason === 'granted';
+  }
+
+  fail(reason: ReasonCode, detail = ''): false {
+    this.reason = reason;
+    this.detail = detail;
+    return false;
+  }
+
+  elapsedUs(): number {
+    return Number((process.hrtime.bigint() - this.startedNs) / 1000n);
+  }
+}

@@ -1,0 +1,30 @@
+// The identify stage of a hop: who this request acts for. A principal is fixed per connection; a later
+// request that presents another principal's token is refused (authority never bleeds, seed A5).
+import type http from 'node:http';
+import { identify } from '../identity/index.js';
+import type { ConnectionContext } from './connection-context.js';
+import { checkGrantLive } from './decide.js';
+import type { Hop } from './hop.js';
+import type { ProxyRuntime } from './runtime.js';
+import type { RuntimeGrant } from './grant-table.js';
+
+export function identifyHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.IncomingMessage): RuntimeGrant | null {
+  const header = req.headers['proxy-authorization'];
+  if (ctx.principal !== null && header === undefined) {
+    hop.principal = ctx.principal;
+  } else {
+    const verdict = identify(ctx.identity, rt.tokens, header);
+    if (!verdict.ok) {
+      hop.fail(verdict.reason, verdict.detail);
+      return null;
+    }
+    if (ctx.principal !== null && ctx.principal.grantId !== verdict.value.grantId) {
+      hop.fail('principal_changed');
+      return null;
+    }
+    hop.principal = verdict.value;
+    ctx.principal = verdict.value;
+  }
+  const grant = rt.grants.get(hop.principal.grantId);
+  return checkGrantLive(hop, grant, rt.now()) ? grant : null;
+}

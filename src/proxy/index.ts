@@ -1,0 +1,9 @@
+// The proxy module: listeners and the per-hop pipeline.
+export * from './grant-table.js';
+export * from './hop.js';
+export * from './decide.js';
+export * from './respond.js';
+export * from './runtime.js';
+export * from './server.js';
+export * from './connection-context.js';
+export * from './explain.js';

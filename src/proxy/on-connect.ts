@@ -1,0 +1,58 @@
+// Handles one CONNECT: identify → canonicalize → authorize → route → resolve/pin → dial the pin →
+// 200 → opaque tunnel. A denial is answered before any byte goes upstream (conformance scenario 1).
+import type http from 'node:http';
+import type net from 'node:net';
+import { parseConnectTarget } from '../authority/index.js';
+import { dial } from '../egress/index.js';
+import { Tunnel } from '../relay/index.js';
+import { recordClose, recordDecision } from './audit-hop.js';
+import type { ConnectionContext } from './connection-context.js';
+import { decideDestination } from './decide.js';
+import { Hop } from './hop.js';
+import { identifyHop } from './identify-hop.js';
+import { connectEstablished, writeSocketDenial } from './respond.js';
+import type { ProxyRuntime } from './runtime.js';
+
+function deny(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, socket: net.Socket): void {
+  recordDecision(rt.audit, ctx, hop);
+  writeSocketDenial(socket, { reason: hop.reason, destination: hop.canonical?.key ?? null, grant: hop.principal?.grantId ?? null });
+}
+
+export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
+  const hop = new Hop(ctx.nextHop(), 'connect', 'CONNECT', req.url ?? '');
+  const grant = identifyHop(rt, ctx, hop, req);
+  if (grant === null) return deny(rt, ctx, hop, socket);
+
+  const target = parseConnectTarget(req.url ?? '');
+  if (!target.ok) {
+    hop.fail(target.reason, target.detail);
+    return deny(rt, ctx, hop, socket);
+  }
+  hop.canonical = target.value;
+  if (!(await decideDestination(rt, hop, grant))) return deny(rt, ctx, hop, socket);
+  if (socket.destroyed) {
+    hop.fail('client_gone', 'before the tunnel was dialed');
+    recordDecision(rt.audit, ctx, hop);
+    return;
+  }
+
+  const dialed = await dial(hop.pinned, rt.dial);
+  hop.dialUs = hop.elapsedUs();
+  if (!dialed.ok) {
+    hop.fail(dialed.reason, dialed.detail);
+    return deny(rt, ctx, hop, socket);
+  }
+  hop.dialed = dialed.value.pinned;
+  const upstream = dialed.value.socket;
+  if (socket.destroyed) {
+    upstream.destroy();
+    hop.fail('client_gone', 'before the tunnel was established');
+    recordDecision(rt.audit, ctx, hop);
+    return;
+  }
+  recordDecision(rt.audit, ctx, hop);
+  socket.write(connectEstablished());
+  const tunnel = new Tunnel(socket, upstream, rt.relay, head);
+  const outcome = await tunnel.done;
+  recordClose(rt.audit, ctx, hop, { closedBy: outcome.closedBy, status: 200, bytesUp: outcome.bytesUp, bytesDown: outcome.bytesDown });
+}

@@ -1,0 +1,85 @@
+// Handles one absolute-form request on a (possibly keep-alive) client connection. Every request is a
+// hop: identified, canonicalized and authorized again, so a second request to a host outside the grant
+// is refused even on a connection whose first request was allowed.
+import type http from 'node:http';
+import { canonicalize, DEFAULT_PORTS, parseAbsoluteTarget } from '../authority/index.js';
+import { forwardRequest, type ForwardResult } from '../relay/index.js';
+import { recordClose, recordDecision } from './audit-hop.js';
+import type { ConnectionContext } from './connection-context.js';
+import { decideDestination } from './decide.js';
+import { Hop } from './hop.js';
+import { identifyHop } from './identify-hop.js';
+import { writeResponseDenial } from './respond.js';
+import type { ProxyRuntime } from './runtime.js';
+
+function hasBody(req: http.IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+function deny(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.IncomingMessage, res: http.ServerResponse): void {
+  recordDecision(rt.audit, ctx, hop);
+  // An unread request body would be parsed as the next request: close instead of keeping alive.
+  const close = hasBody(req) || hop.reason === 'principal_changed' || hop.reason === 'token_grant_mismatch';
+  writeResponseDenial(res, { reason: hop.reason, destination: hop.canonical?.key ?? null, grant: hop.principal?.grantId ?? null }, close);
+}
+
+/** RFC 9112 §3.2.2: a proxy MUST ignore a conflicting Host; we refuse it, since a disagreement is an attack signal. */
+function hostAgrees(req: http.IncomingMessage, hop: Hop): boolean {
+  const host = req.headers.host;
+  if (host === undefined || hop.canonical === null || hop.scheme === null) return host === undefined;
+  const canonical = canonicalize(host, DEFAULT_PORTS[hop.scheme]);
+  return canonical.ok && canonical.value.key === hop.canonical.key;
+}
+
+export async function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', req.url ?? '');
+  const grant = identifyHop(rt, ctx, hop, req);
+  if (grant === null) return deny(rt, ctx, hop, req, res);
+
+  const target = parseAbsoluteTarget(req.url ?? '');
+  if (!target.ok) {
+    hop.fail(target.reason, target.detail);
+    return deny(rt, ctx, hop, req, res);
+  }
+  hop.scheme = target.value.scheme;
+  hop.canonical = target.value.destination;
+  if (!hostAgrees(req, hop)) {
+    hop.fail('host_mismatch');
+    return deny(rt, ctx, hop, req, res);
+  }
+  if (!(await decideDestination(rt, hop, grant))) return deny(rt, ctx, hop, req, res);
+
+  const retryable = !hasBody(req);
+  let result: ForwardResult | null = null;
+  for (const pinned of hop.pinned) {
+    hop.dialed = pinned;
+    const host = pinned.family === 6 ? `[${pinned.address}]` : pinned.address;
+    result = await forwardRequest(rt.forwardAgent, req, res, {
+      origin: `http://${host}:${pinned.port}`,
+      hostHeader: hop.canonical.port === DEFAULT_PORTS[hop.scheme] ? hostForHeader(hop) : hop.canonical.key,
+      pathAndQuery: target.value.pathAndQuery,
+    });
+    // Try the next checked address only when nothing was sent yet (a dial failure of a bodiless request).
+    if (result.phase === 'responded' || !retryable || !result.reason.startsWith('dial_')) break;
+  }
+  hop.dialUs = hop.elapsedUs();
+  if (result === null) return;
+  if (result.phase === 'failed') {
+    hop.fail(result.reason, result.detail);
+    return deny(rt, ctx, hop, req, res);
+  }
+  recordDecision(rt.audit, ctx, hop);
+  recordClose(rt.audit, ctx, hop, {
+    closedBy: result.closedBy ?? 'completed',
+    status: result.status,
+    bytesUp: result.bytesUp,
+    bytesDown: result.bytesDown,
+  });
+}
+
+function hostForHeader(hop: Hop): string {
+  const dest = hop.canonical;
+  if (dest === null) return '';
+  return dest.hostKind === 'ipv6' ? `[${dest.host}]` : dest.host;
+}

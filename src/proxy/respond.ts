@@ -1,0 +1,104 @@
+// Writes the responses Sluice generates itself: status from the reason table, an RFC 9209 Proxy-Status
+// whose `details` is the reason code, and a one-line body naming the canonical destination and grant.
+// Never a token, never a header value from the request.
+import type http from 'node:http';
+import type net from 'node:net';
+import { Reasons, type ReasonCode } from '../core/index.js';
+
+export const PROXY_NAME = 'sluice';
+
+// RFC 9209 §2.3 proxy error types for each reason code; codes absent here carry no `error` parameter.
+const ERROR_TYPES: Partial<Record<ReasonCode, string>> = {
+  request_malformed: 'http_request_error',
+  destination_malformed: 'http_request_error',
+  scheme_forbidden: 'http_request_denied',
+  host_mismatch: 'http_request_error',
+  upgrade_unsupported: 'http_request_denied',
+  token_missing: 'http_request_denied',
+  token_invalid: 'http_request_denied',
+  token_grant_mismatch: 'http_request_denied',
+  principal_changed: 'http_request_denied',
+  grant_unknown: 'http_request_denied',
+  grant_expired: 'http_request_denied',
+  destination_not_granted: 'http_request_denied',
+  address_class_denied: 'destination_ip_prohibited',
+  address_self: 'proxy_loop_detected',
+  route_unsupported: 'proxy_configuration_error',
+  dns_timeout: 'dns_timeout',
+  dns_no_address: 'dns_error',
+  dns_failed: 'dns_error',
+  dial_refused: 'connection_refused',
+  dial_unreachable: 'destination_unavailable',
+  dial_timeout: 'connection_timeout',
+  origin_failed: 'http_response_incomplete',
+  origin_timeout: 'http_response_timeout',
+};
+
+export function proxyStatus(reason: ReasonCode): string {
+  const type = ERROR_TYPES[reason];
+  return type === undefined ? `${PROXY_NAME}; details="${reason}"` : `${PROXY_NAME}; error=${type}; details="${reason}"`;
+}
+
+export interface DenialContext {
+  readonly reason: ReasonCode;
+  readonly destination: string | null;
+  readonly grant: string | null;
+}
+
+export function denialBody(ctx: DenialContext): string {
+  const spec = Reasons[ctx.reason];
+  return `sluice: ${spec.status} ${ctx.reason}: ${spec.message} (destination ${ctx.destination ?? 'unknown'}, grant ${ctx.grant ?? 'none'})\n`;
+}
+
+function denialHeaders(ctx: DenialContext, body: string, close: boolean): [string, string][] {
+  const headers: [string, string][] = [
+    ['Proxy-Status', proxyStatus(ctx.reason)],
+    ['Content-Type', 'text/plain; charset=utf-8'],
+    ['Content-Length', String(Buffer.byteLength(body))],
+    ['Cache-Control', 'no-store'],
+  ];
+  if (Reasons[ctx.reason].status === 407) headers.push(['Proxy-Authenticate', 'Basic realm="sluice"']);
+  if (close) headers.push(['Connection', 'close']);
+  return headers;
+}
+
+/** A denial on a raw socket (CONNECT, parse errors): written, then the connection is closed. */
+export function writeSocketDenial(socket: net.Socket, ctx: DenialContext): void {
+  if (socket.destroyed || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const spec = Reasons[ctx.reason];
+  const body = denialBody(ctx);
+  const head = denialHeaders(ctx, body, true).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  socket.end(`HTTP/1.1 ${spec.status} ${statusText(spec.status)}\r\n${head}\r\n${body}`);
+  socket.destroySoon();
+}
+
+/** A denial of an absolute-form request; the connection stays open unless `close`. */
+export function writeResponseDenial(res: http.ServerResponse, ctx: DenialContext, close: boolean): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = denialBody(ctx);
+  res.shouldKeepAlive = res.shouldKeepAlive && !close;
+  res.writeHead(Reasons[ctx.reason].status, denialHeaders(ctx, body, close).flat());
+  res.end(body);
+}
+
+export function connectEstablished(): string {
+  return `HTTP/1.1 200 Connection Established\r\nProxy-Status: ${proxyStatus('granted')}\r\n\r\n`;
+}
+
+function statusText(status: number): string {
+  switch (status) {
+    case 400: return 'Bad Request';
+    case 403: return 'Forbidden';
+    case 407: return 'Proxy Authentication Required';
+    case 429: return 'Too Many Requests';
+    case 502: return 'Bad Gateway';
+    case 504: return 'Gateway Timeout';
+    default: return 'OK';
+  }
+}

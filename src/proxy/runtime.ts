@@ -1,0 +1,18 @@
+// What the request handlers need, built once by app.ts and shared by every listener.
+import type { Dispatcher } from 'undici';
+import type { AuditSink, OperationalLog } from '../audit/index.js';
+import type { TokenStore } from '../identity/index.js';
+import type { DialOptions } from '../egress/index.js';
+import type { RelayLimits } from '../relay/index.js';
+import type { DecideDeps } from './decide.js';
+import type { RuntimeGrant } from './grant-table.js';
+
+export interface ProxyRuntime extends DecideDeps {
+  readonly grants: ReadonlyMap<string, RuntimeGrant>;
+  readonly tokens: TokenStore;
+  readonly audit: AuditSink;
+  readonly log: OperationalLog;
+  readonly forwardAgent: Dispatcher;
+  readonly dial: DialOptions;
+  readonly relay: RelayLimits;
+}

@@ -1,0 +1,164 @@
+// The proxy's ingress: one node:http server per configured listener (TCP or Unix socket), each either
+// token-identified or bound to one grant. Parses strictly (never insecureHTTPParser: request smuggling,
+// RFC 9112 §6.3), answers parse errors with 400 and closes only that connection.
+import fs from 'node:fs/promises';
+import http from 'node:http';
+import net from 'node:net';
+import type { ListenerSection } from '../config/index.js';
+import { recordDecision } from './audit-hop.js';
+import { ConnectionContext } from './connection-context.js';
+import { Hop } from './hop.js';
+import { onConnect } from './on-connect.js';
+import { onRequest } from './on-request.js';
+import { writeResponseDenial, writeSocketDenial } from './respond.js';
+import type { ProxyRuntime } from './runtime.js';
+
+const CONTEXT = Symbol('sluice.connection');
+type TaggedSocket = net.Socket & { [CONTEXT]?: ConnectionContext };
+
+export interface BoundListener {
+  readonly name: string;
+  /** `host:port` with the real port, or `unix:/path`. */
+  readonly address: string;
+  readonly server: http.Server;
+  /** Every accepted client socket, including those handed over to CONNECT tunnels, for shutdown. */
+  readonly sockets: Set<net.Socket>;
+}
+
+export interface HttpLimits {
+  readonly headersTimeoutMs: number;
+  readonly keepAliveTimeoutMs: number;
+  readonly maxHeaderBytes: number;
+}
+
+function contextOf(socket: net.Socket): ConnectionContext | undefined {
+  return (socket as TaggedSocket)[CONTEXT];
+}
+
+function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>): http.Server {
+  const server = http.createServer({
+    insecureHTTPParser: false,
+    requireHostHeader: false,
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: 0,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    maxHeaderSize: limits.maxHeaderBytes,
+    noDelay: true,
+  });
+  const identity = { boundGrant: section.grant ?? null };
+  server.on('connection', (socket: TaggedSocket) => {
+    socket[CONTEXT] = new ConnectionContext(socket, section.name, identity);
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const ctx = contextOf(req.socket);
+    if (ctx === undefined) return void res.destroy();
+    onRequest(rt, ctx, req, res).catch((error: unknown) => fault(rt, res, error));
+  });
+  server.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
+    const ctx = contextOf(socket);
+    if (ctx === undefined) return void socket.destroy();
+    socket.on('error', () => socket.destroy());
+    onConnect(rt, ctx, req, socket, head).catch((error: unknown) => {
+      rt.log.error({ err: error }, 'CONNECT handling failed');
+      socket.destroy();
+    });
+  });
+  server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket) => {
+    const ctx = contextOf(socket);
+    if (ctx === undefined) return void socket.destroy();
+    const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', req.url ?? '');
+    hop.fail('upgrade_unsupported');
+    recordDecision(rt.audit, ctx, hop);
+    writeSocketDenial(socket, { reason: hop.reason, destination: null, grant: ctx.principal?.grantId ?? null });
+  });
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: net.Socket) => {
+    const ctx = contextOf(socket);
+    if (ctx !== undefined && error.code !== 'ECONNRESET' && error.code !== 'ERR_HTTP_REQUEST_TIMEOUT') {
+      const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
+      hop.fail('request_malformed', error.code ?? 'parse error');
+      recordDecision(rt.audit, ctx, hop);
+      writeSocketDenial(socket, { reason: 'request_malformed', destination: null, grant: ctx.principal?.grantId ?? null });
+      return;
+    }
+    socket.destroy();
+  });
+  return server;
+}
+
+function fault(rt: ProxyRuntime, res: http.ServerResponse, error: unknown): void {
+  rt.log.error({ err: error }, 'request handling failed');
+  writeResponseDenial(res, { reason: 'origin_failed', destination: null, grant: null }, true);
+}
+
+async function listenOn(server: http.Server, listen: string): Promise<string> {
+  if (listen.startsWith('unix:')) {
+    const file = listen.slice(5);
+    await removeStaleSocket(file);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(file, () => {
+        server.removeListener('error', reject);
+        resolve();
+      });
+    });
+    return listen;
+  }
+  const colon = listen.lastIndexOf(':');
+  const host = listen.slice(0, colon).replace(/^\[|\]$/g, '');
+  const port = Number(listen.slice(colon + 1));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host, port, exclusive: true }, () => {
+      server.removeListener('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as net.AddressInfo;
+  return address.family === 'IPv6' ? `[${address.address}]:${address.port}` : `${address.address}:${address.port}`;
+}
+
+/** A socket file left by a crashed run blocks listen(); remove it only if nothing answers on it. */
+async function removeStaleSocket(file: string): Promise<void> {
+  const stat = await fs.stat(file).catch(() => null);
+  if (stat === null || !stat.isSocket()) return;
+  const alive = await new Promise<boolean>((resolve) => {
+    const probe = net.connect(file);
+    probe.once('connect', () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => resolve(false));
+  });
+  if (!alive) await fs.unlink(file);
+}
+
+export async function startListeners(rt: ProxyRuntime, sections: readonly ListenerSection[], limits: HttpLimits): Promise<BoundListener[]> {
+  const bound: BoundListener[] = [];
+  try {
+    for (const section of sections) {
+      const sockets = new Set<net.Socket>();
+      const server = createListenerServer(rt, section, limits, sockets);
+      const address = await listenOn(server, section.listen);
+      bound.push({ name: section.name, address, server, sockets });
+    }
+  } catch (error) {
+    await stopListeners(bound);
+    throw error;
+  }
+  return bound;
+}
+
+export async function stopListeners(listeners: readonly BoundListener[]): Promise<void> {
+  await Promise.all(
+    listeners.map(
+      (l) =>
+        new Promise<void>((resolve) => {
+          l.server.close(() => resolve());
+          l.server.closeAllConnections();
+          for (const socket of l.sockets) socket.destroy();
+        }),
+    ),
+  );
+}

@@ -1,0 +1,91 @@
+// Forwards one absolute-form HTTP/1.1 request to its pinned address with undici: bodies stream both
+// ways, origin connections are kept alive per pinned address, hop-by-hop fields and Proxy-Authorization
+// are dropped, and Host is the canonical destination (RFC 9112 §3.2.2: URI and Host must agree).
+import type http from 'node:http';
+import { PassThrough, pipeline } from 'node:stream';
+import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
+import type { CloseReason, ReasonCode } from '../core/index.js';
+import { stripHopByHop, stripHopByHopObject } from './hop-by-hop.js';
+
+export interface ForwardAgentOptions {
+  readonly connect: (opts: { hostname: string; port: string | number }, cb: (err: Error | null, socket: import('node:net').Socket | null) => void) => void;
+  readonly headersTimeoutMs: number;
+  readonly bodyTimeoutMs: number;
+}
+
+export function createForwardAgent(options: ForwardAgentOptions): Dispatcher {
+  return new Agent({
+    connect: options.connect as never,
+    headersTimeout: options.headersTimeoutMs,
+    bodyTimeout: options.bodyTimeoutMs,
+    keepAliveTimeout: 4_000,
+    pipelining: 1,
+  });
+}
+
+export interface ForwardTarget {
+  /** `http://<pinned ip>:<port>`: the client only ever dials the pinned address. */
+  readonly origin: string;
+  readonly hostHeader: string;
+  readonly pathAndQuery: string;
+}
+
+export type ForwardResult =
+  | { readonly phase: 'failed'; readonly reason: ReasonCode; readonly detail: string; readonly bytesUp: number }
+  | { readonly phase: 'responded'; readonly status: number; readonly bytesUp: number; readonly bytesDown: number; readonly closedBy: CloseReason | null };
+
+const VIA = '1.1 sluice';
+
+function failureReason(error: unknown): ReasonCode {
+  if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) return 'origin_timeout';
+  if (error instanceof undiciErrors.ConnectTimeoutError) return 'dial_timeout';
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'ETIMEDOUT') return 'dial_timeout';
+  if (code === 'ECONNREFUSED') return 'dial_refused';
+  if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || code === 'EADDRNOTAVAIL') return 'dial_unreachable';
+  return 'origin_failed';
+}
+
+function hasBody(req: http.IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+export async function forwardRequest(agent: Dispatcher, req: http.IncomingMessage, res: http.ServerResponse, target: ForwardTarget): Promise<ForwardResult> {
+  const headers = stripHopByHop(req.rawHeaders);
+  headers.push('host', target.hostHeader, 'via', VIA);
+  let bytesUp = 0;
+  let body: PassThrough | null = null;
+  if (hasBody(req)) {
+    body = new PassThrough();
+    body.on('data', (chunk: Buffer) => {
+      bytesUp += chunk.length;
+    });
+    pipeline(req, body, () => undefined);
+  }
+  let response: Dispatcher.ResponseData;
+  try {
+    response = await agent.request({
+      origin: target.origin,
+      path: target.pathAndQuery,
+      method: req.method as Dispatcher.HttpMethod,
+      headers,
+      body,
+    });
+  } catch (error) {
+    return { phase: 'failed', reason: failureReason(error), detail: (error as Error).message, bytesUp };
+  }
+  const responseHeaders = stripHopByHopObject(response.headers);
+  responseHeaders.push('via', VIA);
+  res.writeHead(response.statusCode, responseHeaders);
+  let bytesDown = 0;
+  response.body.on('data', (chunk: Buffer) => {
+    bytesDown += chunk.length;
+  });
+  return new Promise((resolve) => {
+    pipeline(response.body, res, (error) => {
+      if (error) res.destroy();
+      resolve({ phase: 'responded', status: response.statusCode, bytesUp, bytesDown, closedBy: error ? 'response_error' : null });
+    });
+  });
+}

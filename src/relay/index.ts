@@ -1,0 +1,4 @@
+// The relay module: opaque tunnels and HTTP/1.1 forwarding; moves bytes, decides nothing.
+export * from './hop-by-hop.js';
+export * from './tunnel.js';
+export * from './forward.js';

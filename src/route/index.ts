@@ -1,0 +1,2 @@
+// The route module: selectRoute() for an authorized destination.
+export * from './select-route.js';
