@@ -2,7 +2,7 @@
 // ways, origin connections are kept alive per pinned address, hop-by-hop fields and Proxy-Authorization
 // are dropped, and Host is the canonical destination (RFC 9112 §3.2.2: URI and Host must agree).
 import type http from 'node:http';
-import { PassThrough, pipeline } from 'node:stream';
+import { Transform, pipeline, type TransformCallback } from 'node:stream';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { CloseReason, ReasonCode } from '../core/index.js';
 import { stripHopByHop, stripHopByHopObject } from './hop-by-hop.js';
@@ -46,21 +46,38 @@ function failureReason(error: unknown): ReasonCode {
   return 'origin_failed';
 }
 
+/** Passes the request body through unchanged, counting bytes; reading stays paced by the consumer. */
+class ByteCounter extends Transform {
+  bytes = 0;
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.bytes += chunk.length;
+    callback(null, chunk);
+  }
+}
+
+function dropExpectContinue(headers: string[]): string[] {
+  for (let i = 0; i < headers.length; i += 2) {
+    if ((headers[i] ?? '').toLowerCase() === 'expect' && (headers[i + 1] ?? '').trim().toLowerCase() === '100-continue') {
+      headers.splice(i, 2);
+      i -= 2;
+    }
+  }
+  return headers;
+}
+
 function hasBody(req: http.IncomingMessage): boolean {
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 export async function forwardRequest(agent: Dispatcher, req: http.IncomingMessage, res: http.ServerResponse, target: ForwardTarget): Promise<ForwardResult> {
-  const headers = stripHopByHop(req.rawHeaders);
+  // Node's server already answered `Expect: 100-continue` to the client (RFC 9110 §10.1.1), and the
+  // client library cannot forward it; the body follows without waiting.
+  const headers = dropExpectContinue(stripHopByHop(req.rawHeaders));
   headers.push('host', target.hostHeader, 'via', VIA);
-  let bytesUp = 0;
-  let body: PassThrough | null = null;
+  let body: ByteCounter | null = null;
   if (hasBody(req)) {
-    body = new PassThrough();
-    body.on('data', (chunk: Buffer) => {
-      bytesUp += chunk.length;
-    });
+    body = new ByteCounter();
     pipeline(req, body, () => undefined);
   }
   let response: Dispatcher.ResponseData;
@@ -73,7 +90,7 @@ export async function forwardRequest(agent: Dispatcher, req: http.IncomingMessag
       body,
     });
   } catch (error) {
-    return { phase: 'failed', reason: failureReason(error), detail: (error as Error).message, bytesUp };
+    return { phase: 'failed', reason: failureReason(error), detail: (error as Error).message, bytesUp: body?.bytes ?? 0 };
   }
   const responseHeaders = stripHopByHopObject(response.headers);
   responseHeaders.push('via', VIA);
@@ -85,7 +102,7 @@ export async function forwardRequest(agent: Dispatcher, req: http.IncomingMessag
   return new Promise((resolve) => {
     pipeline(response.body, res, (error) => {
       if (error) res.destroy();
-      resolve({ phase: 'responded', status: response.statusCode, bytesUp, bytesDown, closedBy: error ? 'response_error' : null });
+      resolve({ phase: 'responded', status: response.statusCode, bytesUp: body?.bytes ?? 0, bytesDown, closedBy: error ? 'response_error' : null });
     });
   });
 }

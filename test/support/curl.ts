@@ -12,6 +12,8 @@ export interface CurlResult {
 export interface CurlOptions {
   timeoutMs?: number;
   env?: NodeJS.ProcessEnv;
+  /** Written to curl's standard input (for `--data-binary @-`). */
+  stdin?: string | Buffer;
 }
 
 /** A copy of process.env with every *_proxy / *_PROXY variable removed. */
@@ -29,8 +31,12 @@ export function runCurl(args: string[], opts: CurlOptions = {}): Promise<CurlRes
   // -q must come first: it stops curl reading ~/.curlrc.
   const child = spawn('curl', ['-q', '--silent', '--show-error', '--noproxy', '', ...args], {
     env: opts.env ?? proxyFreeEnv(),
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
+  if (opts.stdin !== undefined && child.stdin !== null) {
+    child.stdin.on('error', () => undefined);
+    child.stdin.end(opts.stdin);
+  }
   const out: Buffer[] = [];
   const err: Buffer[] = [];
   child.stdout.on('data', (chunk: Buffer) => out.push(chunk));

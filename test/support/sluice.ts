@@ -1,0 +1,67 @@
+// Starts Sluice in-process for a test: config from an object (validated like a file), DNS answered by
+// a fixed table that maps test names to loopback, audit records collected in memory.
+import os from 'node:os';
+import path from 'node:path';
+import { stringify } from 'yaml';
+import { parseConfigText } from '../../src/config/index.js';
+import { ProxyError, type LookupAll, type LookupAnswer } from '../../src/core/index.js';
+import { startApp, type SluiceApp } from '../../src/app.js';
+import type { AuditRecordV1, CloseRecordV1, DecisionRecordV1 } from '../../src/audit/index.js';
+
+export interface TestSluice {
+  readonly app: SluiceApp;
+  /** Port of the first TCP listener. */
+  readonly port: number;
+  readonly records: AuditRecordV1[];
+  decisions(): DecisionRecordV1[];
+  closes(): CloseRecordV1[];
+  close(): Promise<void>;
+}
+
+/** A LookupAll that answers from a table (name → addresses) and says "no address" for anything else. */
+export function tableLookup(table: Record<string, readonly string[]>, counter?: { count: number }): LookupAll {
+  return async (host) => {
+    if (counter !== undefined) counter.count += 1;
+    const addresses = table[host];
+    if (addresses === undefined) throw new ProxyError('ERR_DNS_NO_ADDRESS', 'name has no address');
+    return addresses.map((address): LookupAnswer => ({ address, family: address.includes(':') ? 6 : 4, ttlSeconds: 0 }));
+  };
+}
+
+export const silentLog = { info: () => undefined, warn: () => undefined, error: () => undefined };
+
+export async function startSluice(config: Record<string, unknown>, options: { lookup?: LookupAll; env?: Record<string, string> } = {}): Promise<TestSluice> {
+  const withDefaults = {
+    listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }],
+    ...config,
+  };
+  const parsed = parseConfigText(stringify(withDefaults), path.join(os.tmpdir(), 'sluice-test.yaml'), os.tmpdir());
+  if (!parsed.ok) throw new Error(`test config invalid: ${parsed.issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`);
+  const records: AuditRecordV1[] = [];
+  const app = await startApp(parsed.config, {
+    env: options.env ?? {},
+    lookup: options.lookup ?? tableLookup({}),
+    audit: { write: (r) => void records.push(r), flush: () => Promise.resolve() },
+    log: silentLog,
+  });
+  const tcp = app.listeners.find((l) => !l.address.startsWith('unix:'));
+  const port = tcp === undefined ? 0 : Number(tcp.address.slice(tcp.address.lastIndexOf(':') + 1));
+  return {
+    app,
+    port,
+    records,
+    decisions: () => records.filter((r): r is DecisionRecordV1 => r.kind === 'decision'),
+    closes: () => records.filter((r): r is CloseRecordV1 => r.kind === 'close'),
+    close: () => app.close(),
+  };
+}
+
+/** A grant's tokenSha256 for a known test token. */
+export { sha256 } from '../../src/identity/index.js';
+export function tokenHash(token: string): string {
+  return createHashHex(token);
+}
+import { createHash } from 'node:crypto';
+function createHashHex(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
