@@ -67,7 +67,8 @@ function crossCheck(config: ConfigFile): ConfigIssue[] {
   config.listeners.forEach((listener, i) => {
     if (names.has(listener.name)) issues.push({ path: `listeners[${i}].name`, message: `duplicate listener name "${listener.name}"` });
     names.add(listener.name);
-    if (addresses.has(listener.listen)) issues.push({ path: `listeners[${i}].listen`, message: `address ${listener.listen} is used twice` });
+    // Port 0 asks the kernel for a fresh port each time, so it can repeat.
+    if (!listener.listen.endsWith(':0') && addresses.has(listener.listen)) issues.push({ path: `listeners[${i}].listen`, message: `address ${listener.listen} is used twice` });
     addresses.add(listener.listen);
     if (listener.grant !== undefined && !grantIds.has(listener.grant)) {
       issues.push({ path: `listeners[${i}].grant`, message: `no grant with id "${listener.grant}"` });
