@@ -115,4 +115,40 @@ describe('absolute-form forwarding', () => {
     );
     expect(res.text).toMatch(/^HTTP\/1.1 400/);
   });
+
+  it('keeps origin connections alive across client connections to the same pinned address', async () => {
+    const fresh = await startHttpOrigin();
+    const local = await startSluice(
+      { grants: [{ id: 'k', tokenSha256: tokenHash(TOKEN), destinations: [`http://web.test:${fresh.port}`], allowAddressClasses: ['loopback'] }] },
+      { lookup: tableLookup({ 'web.test': ['127.0.0.1'] }) },
+    );
+    try {
+      for (let i = 0; i < 3; i += 1) {
+        const r = await runCurl(['--proxy', `http://k:${TOKEN}@127.0.0.1:${local.port}`, `http://web.test:${fresh.port}/ka${i}`]);
+        expect(r.stdout).toBe(`origin:GET:/ka${i}`);
+      }
+      expect(fresh.connections).toBe(1);
+    } finally {
+      await local.close();
+      await fresh.close();
+    }
+  });
+});
+
+describe('listeners', () => {
+  it('serves on an IPv6 loopback listener ([::1]:port)', async () => {
+    const origin = await startHttpOrigin();
+    const v6 = await startSluice(
+      { listeners: [{ name: 'v6', listen: '[::1]:0', identify: 'token' }], grants: [{ id: 'v', tokenSha256: tokenHash(TOKEN), destinations: [`http://web.test:${origin.port}`], allowAddressClasses: ['loopback'] }] },
+      { lookup: tableLookup({ 'web.test': ['127.0.0.1'] }) },
+    );
+    try {
+      expect(v6.app.listeners[0]?.address).toMatch(/^\[::1\]:\d+$/);
+      const r = await runCurl(['--proxy', `http://v:${TOKEN}@[::1]:${v6.port}`, `http://web.test:${origin.port}/v6`]);
+      expect(r.stdout).toBe('origin:GET:/v6');
+    } finally {
+      await v6.close();
+      await origin.close();
+    }
+  });
 });

@@ -1,0 +1,140 @@
+// The CLI as users script it: `sluice check-config`, `sluice explain`, `sluice start` (compiled dist/,
+// exactly as `npx sluice` runs it), with real processes, real curl and real signals.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { stringify } from 'yaml';
+import { startHttpOrigin, type Origin } from '../support/origins.js';
+import { runCurl } from '../support/curl.js';
+import { waitFor, withTimeout } from '../support/wait.js';
+import { tokenHash } from '../support/sluice.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const BIN = path.join(ROOT, 'bin/sluice.js');
+const TOKEN = 'tok-cli';
+
+function sluice(args: string[], env: NodeJS.ProcessEnv = {}): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 15_000, env: { ...process.env, ...env } });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('sluice CLI', () => {
+  let dir: string;
+  let origin: Origin;
+  const write = (name: string, config: unknown): string => {
+    const file = path.join(dir, name);
+    fs.writeFileSync(file, typeof config === 'string' ? config : stringify(config));
+    return file;
+  };
+
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-cli-'));
+    origin = await startHttpOrigin();
+  });
+  afterAll(async () => {
+    await origin?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const goodConfig = (): Record<string, unknown> => ({
+    listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }],
+    dns: { hosts: { 'api.test': ['127.0.0.1'], 'private.test': ['10.1.2.3'] } },
+    audit: { file: 'stdout' },
+    grants: [{ id: 'sandbox-a', tokenSha256: tokenHash(TOKEN), destinations: ['https://api.test', `http://api.test:${origin.port}`, 'https://private.test'], allowAddressClasses: ['loopback'] }],
+  });
+
+  it('check-config accepts the shipped default config', () => {
+    const r = sluice(['check-config', path.join(ROOT, 'config/default.yaml')]);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+  });
+
+  it('check-config exits 2 and names the key path of every error', () => {
+    const file = write('bad.yaml', {
+      listeners: [{ name: 'a', listen: 'nowhere', grant: 'missing' }],
+      dns: { timeoutMs: -5 },
+      bogus: 1,
+      grants: [{ id: 'g', destinations: ['https://*.*.example.com', 'tcp://db.test'], tokenEnv: 'SLUICE_CLI_UNSET_TOKEN' }],
+    });
+    const r = sluice(['check-config', file]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('listeners[0].listen');
+    expect(r.stderr).toContain('dns.timeoutMs');
+    expect(r.stderr).toContain('bogus');
+  });
+
+  it('check-config reports rule and token problems by key path', () => {
+    const file = write('rules.yaml', {
+      listeners: [{ name: 'a', listen: '127.0.0.1:0', grant: 'missing' }],
+      grants: [{ id: 'g', destinations: ['https://*.*.example.com', 'tcp://db.test'], tokenEnv: 'SLUICE_CLI_UNSET_TOKEN' }],
+    });
+    const first = sluice(['check-config', file]);
+    expect(first.status).toBe(2);
+    expect(first.stderr).toContain('listeners[0].grant');
+    const fixed = write('rules2.yaml', {
+      listeners: [{ name: 'a', listen: '127.0.0.1:0', grant: 'g' }],
+      grants: [{ id: 'g', destinations: ['https://*.*.example.com', 'tcp://db.test'], tokenEnv: 'SLUICE_CLI_UNSET_TOKEN' }],
+    });
+    const second = sluice(['check-config', fixed]);
+    expect(second.status).toBe(2);
+    expect(second.stderr).toContain('grants[0].destinations[0]');
+    expect(second.stderr).toContain('grants[0].destinations[1]');
+    expect(second.stderr).toContain('grants[0].tokenEnv');
+  });
+
+  it('check-config names a YAML syntax error and a missing file', () => {
+    expect(sluice(['check-config', write('syntax.yaml', 'listeners: [\n')]).status).toBe(2);
+    const missing = sluice(['check-config', path.join(dir, 'nope.yaml')]);
+    expect(missing.status).toBe(2);
+    expect(missing.stderr).toContain('cannot read');
+  });
+
+  it('explain prints canonical destination, rule, addresses and classes, route, attested and reason', () => {
+    const file = write('explain.yaml', goodConfig());
+    const allowed = sluice(['explain', '--config', file, '--grant', 'sandbox-a', 'https://API.test.']);
+    expect(allowed.status).toBe(0);
+    expect(allowed.stdout).toMatch(/canonical:\s+api\.test:443/);
+    expect(allowed.stdout).toMatch(/rule:\s+https:\/\/api\.test:443/);
+    expect(allowed.stdout).toMatch(/addresses:\s+127\.0\.0\.1 loopback allowed/);
+    expect(allowed.stdout).toMatch(/route:\s+direct/);
+    expect(allowed.stdout).toMatch(/attested:\s+true/);
+    expect(allowed.stdout).toMatch(/decision:\s+allow 200 granted/);
+    const denied = sluice(['explain', '--config', file, '--grant', 'sandbox-a', 'private.test:443']);
+    expect(denied.stdout).toMatch(/addresses:\s+10\.1\.2\.3 private denied/);
+    expect(denied.stdout).toMatch(/decision:\s+deny 403 address_class_denied/);
+    const json = JSON.parse(sluice(['explain', '--json', '--config', file, '--grant', 'sandbox-a', 'http://evil.test/']).stdout) as { reason: string };
+    expect(json.reason).toBe('destination_not_granted');
+  });
+
+  it('start serves traffic, writes audit JSON lines, and exits 0 on SIGTERM', async () => {
+    const file = write('start.yaml', goodConfig());
+    const child: ChildProcess = spawn(process.execPath, [BIN, 'start', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      let stderr = '';
+      let stdout = '';
+      child.stdout?.on('data', (c: Buffer) => (stdout += c.toString()));
+      const listening = new Promise<string>((resolve) => {
+        child.stderr?.on('data', (c: Buffer) => {
+          stderr += c.toString();
+          const match = /"address":"127\.0\.0\.1:(\d+)"/.exec(stderr);
+          if (match?.[1] !== undefined) resolve(match[1]);
+        });
+      });
+      const port = await withTimeout(listening, 10_000, 'sluice start to listen');
+      const result = await runCurl(['--proxy', `http://sandbox-a:${TOKEN}@127.0.0.1:${port}`, `http://api.test:${origin.port}/via-cli`]);
+      expect(result.stdout).toBe('origin:GET:/via-cli');
+      const exited = waitFor<number>(child, 'exit', 10_000);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      const records = stdout.trim().split('\n').map((line) => JSON.parse(line) as { kind: string; reason?: string });
+      expect(records.map((r) => r.kind)).toEqual(['decision', 'close']);
+      expect(records[0]?.reason).toBe('granted');
+      expect(stdout + stderr).not.toContain(TOKEN);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});

@@ -1,0 +1,171 @@
+// Specifies how raw CONNECT authorities and absolute-form targets become the one canonical destination
+// policy sees: lowercase, IDNA to punycode, no trailing dot, IP literals normalized, explicit port.
+// RFC 9110 §9.3.6 (CONNECT), RFC 9112 §3.2 (request-target forms), RFC 3986 §3.2 (authority), WHATWG URL host parsing.
+import { describe, expect, it } from 'vitest';
+import { canonicalize, parseAbsoluteTarget, parseConnectTarget, parsePort } from '../../../src/authority/canonical-destination.js';
+import { canonicalizeHost } from '../../../src/authority/canonical-host.js';
+import { ok } from '../../../src/core/verdict.js';
+
+const refused = (reason: string): unknown => expect.objectContaining({ ok: false, reason });
+
+describe('canonicalize: names', () => {
+  it.each([
+    ['Example.COM.:443', 'example.com:443'], // case-insensitive (RFC 4343), one root dot dropped
+    ['bücher.example:443', 'xn--bcher-kva.example:443'], // IDNA (UTS #46) → punycode (RFC 3492)
+    ['ｅｘａｍｐｌｅ.com:443', 'example.com:443'], // full-width letters are mapped by UTS #46
+    ['ａ。com:443', 'a.com:443'], // ideographic full stop is a label separator (UTS #46 §4)
+    ['a\u00ad.com:443', 'a.com:443'], // soft hyphen is mapped to nothing: policy and dialer both see a.com
+    ['faß.de:443', 'xn--fa-hia.de:443'], // nontransitional processing keeps ß (WHATWG)
+    ['localhost.:443', 'localhost:443'],
+    ['exa_mple.com:443', 'exa_mple.com:443'], // underscore occurs in real names; WHATWG and getaddrinfo agree
+    ['a.test:1', 'a.test:1'],
+    ['a.test:65535', 'a.test:65535'],
+    ['a.test:00443', 'a.test:443'], // RFC 3986 §3.2.3 port = *DIGIT; leading zeros are the same port
+  ])('canonicalizes %j to %s', (raw, key) => {
+    expect(canonicalize(raw)).toEqual(ok(expect.objectContaining({ key, hostKind: 'name' })));
+  });
+});
+
+describe('canonicalize: IPv4 in every spelling WHATWG accepts is one dotted quad', () => {
+  it.each([
+    '127.0.0.1', '0x7f.1', '2130706433', '127.1', '0177.0.0.1', '0x7f000001', '127.0.0.1.', '0x7F.0.0.1', '１２７.０.０.１',
+  ])('%j:443 is 127.0.0.1:443', (host) => {
+    expect(canonicalize(`${host}:443`)).toEqual(ok({ host: '127.0.0.1', hostKind: 'ipv4', port: 443, key: '127.0.0.1:443' }));
+  });
+
+  it.each([
+    ['0:443', '0.0.0.0:443'], // a single number is the whole 32-bit address (WHATWG IPv4 parser)
+    ['1.2.3:443', '1.2.0.3:443'], // the last part fills the remaining 16 bits
+    ['169.254.43518:80', '169.254.169.254:80'], // metadata address spelled with a 16-bit tail
+  ])('canonicalizes %j to %s', (raw, key) => {
+    expect(canonicalize(raw)).toEqual(ok(expect.objectContaining({ key, hostKind: 'ipv4' })));
+  });
+});
+
+describe('canonicalize: IPv6 literals (RFC 4291 §2.2, RFC 5952 text form)', () => {
+  it.each([
+    ['[::ffff:7f00:1]:443', '127.0.0.1:443', 'ipv4'], // IPv4-mapped (RFC 4291 §2.5.5.2) is unwrapped
+    ['[::ffff:127.0.0.1]:443', '127.0.0.1:443', 'ipv4'],
+    ['[::FFFF:10.0.0.1]:443', '10.0.0.1:443', 'ipv4'],
+    ['[64:ff9b::7f00:1]:443', '[64:ff9b::7f00:1]:443', 'ipv6'], // NAT64 stays IPv6; its class is the embedded one
+    ['[0:0::1]:443', '[::1]:443', 'ipv6'],
+    ['[2001:DB8:0:0:0:0:0:1]:8443', '[2001:db8::1]:8443', 'ipv6'],
+    ['[::]:443', '[::]:443', 'ipv6'],
+  ])('canonicalizes %j to %s (%s)', (raw, key, hostKind) => {
+    expect(canonicalize(raw)).toEqual(ok(expect.objectContaining({ key, hostKind })));
+  });
+});
+
+describe('canonicalize: refusals are destination_malformed', () => {
+  it.each([
+    ['userinfo', 'user@host:443'], // RFC 9110 §4.2.4: userinfo is not part of a proxy target
+    ['zone id', '[fe80::1%25eth0]:443'], // RFC 6874 zone IDs name a local interface, not a destination
+    ['unbracketed IPv6', '::1:443'], // RFC 3986 §3.2.2: IPv6 literals must be bracketed
+    ['unterminated IPv6', '[::1:443'],
+    ['junk after IPv6', '[::1]x:443'],
+    ['invalid IPv6', '[::g]:443'],
+    ['port 0', 'a.test:0'],
+    ['port 65536', 'a.test:65536'],
+    ['port with letters', 'a.test:443abc'],
+    ['negative port', 'a.test:-1'],
+    ['signed port', 'a.test:+443'],
+    ['empty port', 'a.test:'],
+    ['empty host', ':443'],
+    ['empty label', 'a..b:443'],
+    ['leading dot', '.a.test:443'],
+    ['two trailing dots', 'a.test..:443'],
+    ['space', 'host name:443'],
+    ['CR LF (header injection)', 'ho\r\nst:443'],
+    ['tab (URL parser would strip it)', 'ho\tst:443'],
+    ['percent-encoding (URL parser would decode it)', 'ho%41st:443'],
+    ['NUL', 'ho\u0000st:443'],
+    ['backslash', 'a.test\\b:443'],
+    ['wildcard', '*.a.test:443'],
+    ['leading hyphen', '-a.test:443'],
+    ['invalid punycode', 'xn--a:443'],
+    ['IPv4 out of range', '256.0.0.1:443'],
+    ['IPv4 with five parts', '1.2.3.4.5:443'],
+    ['number too big for IPv4', '0x100000000:443'],
+    ['invalid octal', '08.0.0.1:443'],
+    ['two colons', 'a.test:443:443'],
+    ['oversized host', `${'a.'.repeat(600)}test:443`],
+  ])('refuses %s: %j', (_what, raw) => {
+    expect(canonicalize(raw)).toEqual(refused('destination_malformed'));
+  });
+
+  it('requires a port unless the caller supplies a default', () => {
+    expect(canonicalize('a.test')).toEqual(refused('destination_malformed'));
+    expect(canonicalize('[::1]')).toEqual(refused('destination_malformed'));
+    expect(canonicalize('a.test', 443)).toEqual(ok(expect.objectContaining({ key: 'a.test:443' })));
+    expect(canonicalize('[::1]', 80)).toEqual(ok(expect.objectContaining({ key: '[::1]:80' })));
+  });
+});
+
+describe('parsePort', () => {
+  it.each([['1', 1], ['80', 80], ['65535', 65535]])('accepts %j', (raw, port) => expect(parsePort(raw)).toEqual(ok(port)));
+  it.each(['', '0', '65536', '99999', '123456', '1e3', '0x50', ' 80', '80 ', '８０'])('refuses %j', (raw) => {
+    expect(parsePort(raw)).toEqual(refused('destination_malformed'));
+  });
+});
+
+describe('canonicalizeHost', () => {
+  it('names the host kind', () => {
+    expect(canonicalizeHost('A.Test')).toEqual(ok({ host: 'a.test', hostKind: 'name' }));
+    expect(canonicalizeHost('0x7f.1')).toEqual(ok({ host: '127.0.0.1', hostKind: 'ipv4' }));
+    expect(canonicalizeHost('[::1]')).toEqual(ok({ host: '::1', hostKind: 'ipv6' }));
+  });
+
+  it.each(['', '::1', '[::1', 'a]', 'a:b'])('refuses %j', (raw) => {
+    expect(canonicalizeHost(raw)).toEqual(refused('destination_malformed'));
+  });
+});
+
+describe('parseAbsoluteTarget (RFC 9112 §3.2.2 absolute-form)', () => {
+  it.each([
+    ['http://a.test/x?y', 'http', 'a.test:80', '/x?y'],
+    ['HTTP://A.TEST:8080', 'http', 'a.test:8080', '/'], // scheme and host are case-insensitive; empty path is "/"
+    ['http://a.test?q=1', 'http', 'a.test:80', '/?q=1'],
+    ['ws://a.test/socket', 'ws', 'a.test:80', '/socket'],
+    ['http://[::1]:8080/', 'http', '[::1]:8080', '/'],
+    ['http://0x7f.1/', 'http', '127.0.0.1:80', '/'],
+  ])('parses %j', (target, scheme, key, pathAndQuery) => {
+    expect(parseAbsoluteTarget(target)).toEqual(ok({ scheme, destination: expect.objectContaining({ key }), pathAndQuery }));
+  });
+
+  it.each([
+    ['https://a.test/', 'scheme_forbidden'], // https must be tunneled with CONNECT (BRIEF)
+    ['wss://a.test/', 'scheme_forbidden'],
+    ['ftp://a/', 'scheme_forbidden'],
+    ['http://u:p@a.test/', 'destination_malformed'], // userinfo would be a second, ambiguous identity
+    ['http://a.test:80@evil.test/', 'destination_malformed'],
+    ['http://a.test\\@evil.test/', 'destination_malformed'], // WHATWG treats \ as / for http
+    ['http:///x', 'destination_malformed'],
+    ['http://a.test:99999/', 'destination_malformed'],
+    ['/relative', 'request_malformed'], // origin-form is not a proxy request
+    ['a.test:80', 'request_malformed'],
+    ['*', 'request_malformed'],
+    ['http://a.test/#fragment', 'request_malformed'], // RFC 9112 §3.2: no fragment in a request-target
+  ])('refuses %j with %s', (target, reason) => {
+    expect(parseAbsoluteTarget(target)).toEqual(refused(reason));
+  });
+});
+
+describe('parseConnectTarget (RFC 9110 §9.3.6 authority-form)', () => {
+  it.each([
+    ['a.test:443', 'a.test:443'],
+    ['[::1]:8443', '[::1]:8443'],
+    ['Bücher.Example:443', 'xn--bcher-kva.example:443'],
+  ])('accepts %j as %s', (target, key) => {
+    expect(parseConnectTarget(target)).toEqual(ok(expect.objectContaining({ key })));
+  });
+
+  it.each([
+    ['no port', 'a.test'], // CONNECT has no default port
+    ['a path', 'a.test:443/path'],
+    ['userinfo', 'u@a.test:443'],
+    ['a URI', 'https://a.test:443'],
+    ['empty', ''],
+  ])('refuses %s: %j', (_what, target) => {
+    expect(parseConnectTarget(target)).toEqual(refused('destination_malformed'));
+  });
+});
