@@ -1,12 +1,12 @@
 // The composition root: builds every module from the frozen config and wires them through ports.
 // The only file that knows every module; it touches no process globals (main.ts passes env and cwd).
-import { ProxyError, type LookupAll, type LookupAnswer } from './core/index.js';
+import { ProxyError, type LookupAll, type LookupAnswer, type UpstreamProxy } from './core/index.js';
 import type { Config, ConfigIssue } from './config/index.js';
 import { canonicalizeHost } from './authority/index.js';
 import { TokenStore } from './identity/index.js';
 import { Resolver, SelfAddresses, createServersLookup, createSystemLookup } from './resolve/index.js';
-import { createRouteSelector } from './route/index.js';
-import { createPinnedConnector } from './egress/index.js';
+import { PacSource, directSelector, pacSelector, parseUpstream, proxySelector, readSystemProxy, systemSelector, type RouteSelector } from './route/index.js';
+import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText } from './egress/index.js';
 import { createForwardAgent } from './relay/index.js';
 import { createOperationalLog, createPinoSink, type AuditSink, type OperationalLog } from './audit/index.js';
 import { compileGrants, loadTokens, startListeners, stopListeners, type BoundListener, type ProxyRuntime } from './proxy/index.js';
@@ -50,6 +50,65 @@ function compileHosts(hosts: Readonly<Record<string, readonly string[]>>): Built
   return issues.length > 0 ? { ok: false, issues } : { ok: true, value: out };
 }
 
+interface BuiltRoutes {
+  readonly selector: RouteSelector;
+  readonly upstreams: ReadonlyMap<string, UpstreamProxy>;
+  readonly pac: PacSource | null;
+}
+
+function buildRoutes(config: Config, env: AppOptions['env'], resolver: Resolver, log: OperationalLog): Built<BuiltRoutes> {
+  const route = config.route;
+  const upstreams = new Map<string, UpstreamProxy>();
+  const remember = (p: UpstreamProxy): UpstreamProxy => {
+    upstreams.set(`${p.host} ${p.port}`, p);
+    return p;
+  };
+  if (route.mode === 'proxy' && route.proxy !== undefined) {
+    const parsed = parseUpstream(route.proxy.url, route.proxy);
+    if (!parsed.ok) return { ok: false, issues: [{ path: 'route.proxy', message: parsed.message }] };
+    return { ok: true, value: { selector: proxySelector(remember(parsed.value)), upstreams, pac: null } };
+  }
+  if (route.mode === 'system') {
+    const system = readSystemProxy(env, route.system?.caFile);
+    if (!system.ok) return { ok: false, issues: system.issues.map((i) => ({ path: `route.system (${i.variable})`, message: i.message })) };
+    const inspects = route.system?.inspectsTls ?? false;
+    const mark = (p: UpstreamProxy | null): UpstreamProxy | null => (p === null ? null : remember({ ...p, inspectsTls: inspects }));
+    return { ok: true, value: { selector: systemSelector({ ...system.value, http: mark(system.value.http), https: mark(system.value.https) }), upstreams, pac: null } };
+  }
+  if (route.mode === 'pac' && route.pac !== undefined) {
+    const pacConfig = route.pac;
+    const settings = { credentialsFile: pacConfig.credentialsFile, caFile: pacConfig.caFile, inspectsTls: pacConfig.inspectsTls };
+    // Fail at load time, not on the first hop, when a PAC proxy's credentials or CA cannot be read.
+    const probe = parseUpstream('http://pac-probe.invalid:1', settings);
+    if (!probe.ok) return { ok: false, issues: [{ path: 'route.pac', message: probe.message }] };
+    const source = new PacSource({
+      file: pacConfig.file,
+      url: pacConfig.url,
+      refreshMs: pacConfig.refreshMs,
+      limits: { timeoutMs: pacConfig.timeoutMs, memoryBytes: pacConfig.memoryBytes, stackBytes: 512 * 1024 },
+      host: {
+        lookupSync: (host: string) => resolver.peek(host)?.map((a) => a.address) ?? null,
+        myIpAddress: () => pacConfig.myIpAddress,
+        now: () => new Date(),
+      },
+      fetchText,
+      onError: (message) => log.error({ route: 'pac' }, message),
+      onLoad: () => log.info({ route: 'pac' }, 'PAC script loaded'),
+    });
+    const selector = pacSelector(source, settings);
+    const trackingSelector: RouteSelector = {
+      ...selector,
+      select: async (dest, kind, scheme) => {
+        const chosen = await selector.select(dest, kind, scheme);
+        if (chosen.ok) for (const h of chosen.value.hops) if (h.kind === 'proxy') remember(h.proxy);
+        return chosen;
+      },
+    };
+    return { ok: true, value: { selector: trackingSelector, upstreams, pac: source } };
+  }
+  return { ok: true, value: { selector: directSelector(), upstreams, pac: null } };
+}
+
 function selfListeners(config: Config): string[] {
   const listens = config.listeners.map((l) => l.listen);
   if (config.admin.listen !== undefined) listens.push(config.admin.listen);
@@ -58,7 +117,7 @@ function selfListeners(config: Config): string[] {
 }
 
 /** Builds the runtime without listening: used by `start`, `explain` and `check-config`. */
-export function buildRuntime(config: Config, options: AppOptions): Built<{ runtime: ProxyRuntime; self: SelfAddresses }> {
+export async function buildRuntime(config: Config, options: AppOptions): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses }>> {
   const self = new SelfAddresses(selfListeners(config));
   const compiled = compileGrants(config.grants, options.env, self);
   const hosts = compileHosts(config.dns.hosts);
@@ -73,27 +132,42 @@ export function buildRuntime(config: Config, options: AppOptions): Built<{ runti
       : createServersLookup(config.dns.servers, config.dns.timeoutMs));
   const resolver = new Resolver(lookup, { ...config.dns, hosts: hosts.value }, () => performance.now());
   const dialOptions = { timeoutMs: config.timeouts.dialMs };
+  const upstreamOptions = { timeoutMs: config.timeouts.upstreamMs };
+  const log = options.log ?? createOperationalLog(config.log.level);
+  const routes = buildRoutes(config, options.env, resolver, log);
+  if (!routes.ok) return routes;
+  if (routes.value.pac !== null) {
+    await routes.value.pac.load();
+    routes.value.pac.start();
+  }
+  const upstreams = routes.value.upstreams;
   const runtime: ProxyRuntime = {
     grants: compiled.value.grants,
     tokens,
     resolver,
-    routes: createRouteSelector(config.route.mode),
+    routes: routes.value.selector,
     now: Date.now,
     audit: options.audit ?? createPinoSink(config.audit.file),
-    log: options.log ?? createOperationalLog(config.log.level),
+    log,
     forwardAgent: createForwardAgent({
       connect: createPinnedConnector(dialOptions),
       headersTimeoutMs: config.timeouts.originResponseMs,
       bodyTimeoutMs: config.timeouts.idleMs,
     }),
+    upstreamAgent: createForwardAgent({
+      connect: createUpstreamConnector((host, port) => upstreams.get(`${host} ${port}`), (proxy) => connectToProxy(proxy, upstreamOptions)),
+      headersTimeoutMs: config.timeouts.originResponseMs,
+      bodyTimeoutMs: config.timeouts.idleMs,
+    }),
     dial: dialOptions,
+    upstream: upstreamOptions,
     relay: { idleTimeoutMs: config.timeouts.idleMs },
   };
   return { ok: true, value: { runtime, self } };
 }
 
 export async function startApp(config: Config, options: AppOptions): Promise<SluiceApp> {
-  const built = buildRuntime(config, options);
+  const built = await buildRuntime(config, options);
   if (!built.ok) {
     throw new ProxyError('ERR_CONFIG_INVALID', built.issues.map((i) => `${i.path}: ${i.message}`).join('\n'));
   }
@@ -113,7 +187,9 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
       if (closed) return;
       closed = true;
       await stopListeners(listeners);
+      runtime.routes.close();
       await runtime.forwardAgent.close();
+      await runtime.upstreamAgent.close();
       await runtime.audit.flush();
     },
   };

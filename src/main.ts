@@ -1,8 +1,9 @@
 // The process shell: argv, config loading, signals and exit codes. The only file that touches process.
 import { Command, InvalidArgumentError } from 'commander';
 import { loadConfig, type Config, type ConfigIssue } from './config/index.js';
-import { buildRuntime, startApp } from './app.js';
-import { explain, formatExplanation } from './proxy/index.js';
+import { buildRuntime, startApp, type SluiceApp } from './app.js';
+import { ProxyError } from './core/index.js';
+import { explain, formatExplanation, type ProxyRuntime } from './proxy/index.js';
 
 const EXIT_CONFIG = 2;
 
@@ -22,18 +23,23 @@ async function loadOrExit(file: string): Promise<Config> {
 
 async function runStart(options: { config: string }): Promise<void> {
   const config = await loadOrExit(options.config);
-  const built = buildRuntime(config, { env: process.env });
-  if (!built.ok) {
-    printIssues(options.config, built.issues);
-    process.exit(EXIT_CONFIG);
+  let app: SluiceApp;
+  try {
+    app = await startApp(config, { env: process.env });
+  } catch (error) {
+    if (error instanceof ProxyError && error.code === 'ERR_CONFIG_INVALID') {
+      process.stderr.write(`${options.config}: invalid\n${error.message.replace(/^/gm, '  ')}\n`);
+      process.exit(EXIT_CONFIG);
+    }
+    throw error;
   }
-  const app = await startApp(config, { env: process.env, log: built.value.runtime.log, audit: built.value.runtime.audit });
-  for (const l of app.listeners) built.value.runtime.log.info({ listener: l.name, address: l.address }, 'listening');
+  const log = app.runtime.log;
+  for (const l of app.listeners) log.info({ listener: l.name, address: l.address }, 'listening');
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
     stopping = true;
-    built.value.runtime.log.info({ signal }, 'shutting down');
+    log.info({ signal }, 'shutting down');
     app.close().then(
       () => process.exit(0),
       () => process.exit(1),
@@ -45,25 +51,31 @@ async function runStart(options: { config: string }): Promise<void> {
 
 async function runCheckConfig(file: string): Promise<void> {
   const config = await loadOrExit(file);
-  const built = buildRuntime(config, { env: process.env, log: silentLog, audit: nullSink });
+  const built = await buildRuntime(config, { env: process.env, log: silentLog, audit: nullSink });
   if (!built.ok) {
     printIssues(file, built.issues);
     process.exit(EXIT_CONFIG);
   }
-  await built.value.runtime.forwardAgent.close();
+  await closeRuntime(built.value.runtime);
   process.stdout.write(`${file}: ok (${config.listeners.length} listener(s), ${config.grants.length} grant(s), route ${config.route.mode})\n`);
 }
 
 async function runExplain(target: string, options: { config: string; grant: string; json?: boolean }): Promise<void> {
   const config = await loadOrExit(options.config);
-  const built = buildRuntime(config, { env: process.env, log: silentLog, audit: nullSink });
+  const built = await buildRuntime(config, { env: process.env, log: silentLog, audit: nullSink });
   if (!built.ok) {
     printIssues(options.config, built.issues);
     process.exit(EXIT_CONFIG);
   }
   const result = await explain(built.value.runtime, options.grant, target);
-  await built.value.runtime.forwardAgent.close();
+  await closeRuntime(built.value.runtime);
   process.stdout.write(options.json === true ? `${JSON.stringify(result)}\n` : formatExplanation(result));
+}
+
+async function closeRuntime(runtime: ProxyRuntime): Promise<void> {
+  runtime.routes.close();
+  await runtime.forwardAgent.close();
+  await runtime.upstreamAgent.close();
 }
 
 const silentLog = { info: () => undefined, warn: () => undefined, error: () => undefined };

@@ -38,7 +38,11 @@ export interface DecisionRecordV1 {
   readonly addresses: readonly AuditAddress[];
   readonly pinned: string | null;
   readonly route: string | null;
+  /** The upstream proxy that carried the hop (`http://corp:8080`), or null for direct. */
+  readonly upstream: string | null;
   readonly attested: boolean | null;
+  /** The route passes through a proxy declared `inspectsTls`: it can observe credentials (seed A2). */
+  readonly credentialObserving: boolean | null;
   readonly timings: AuditTimings;
 }
 
@@ -64,7 +68,8 @@ export type AuditRecordV1 = DecisionRecordV1 | CloseRecordV1;
 
 export const DECISION_FIELDS = [
   'v', 'kind', 'ts', 'connection', 'hop', 'listener', 'principal', 'via', 'request', 'method', 'target', 'scheme',
-  'canonical', 'decision', 'reason', 'status', 'detail', 'rule', 'addresses', 'pinned', 'route', 'attested', 'timings',
+  'canonical', 'decision', 'reason', 'status', 'detail', 'rule', 'addresses', 'pinned', 'route', 'upstream', 'attested',
+  'credentialObserving', 'timings',
 ] as const satisfies readonly (keyof DecisionRecordV1)[];
 
 export const CLOSE_FIELDS = [

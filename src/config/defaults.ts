@@ -2,7 +2,8 @@
 
 export const Defaults = {
   dns: { servers: 'system' as const, timeoutMs: 2000, cacheMaxEntries: 10_000, cacheMaxTtlMs: 60_000, systemTtlMs: 5_000 },
-  timeouts: { dialMs: 5_000, headersMs: 10_000, idleMs: 300_000, originResponseMs: 60_000 },
+  timeouts: { dialMs: 5_000, headersMs: 10_000, idleMs: 300_000, originResponseMs: 60_000, upstreamMs: 10_000 },
+  pac: { timeoutMs: 500, memoryBytes: 32 * 1024 * 1024, myIpAddress: '127.0.0.1' },
   audit: { file: 'stdout' as const },
   log: { level: 'info' as const },
   state: './state',

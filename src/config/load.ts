@@ -90,12 +90,18 @@ function resolveListen(listen: string, cwd: string): string {
 function resolvePaths(config: ConfigFile, cwd: string): ConfigFile {
   const admin = { ...config.admin };
   if (admin.listen !== undefined) admin.listen = resolveListen(admin.listen, cwd);
+  const route = { ...config.route };
+  const file = (p: string | undefined): string | undefined => (p === undefined ? undefined : path.resolve(cwd, p));
+  if (route.proxy !== undefined) route.proxy = { ...route.proxy, credentialsFile: file(route.proxy.credentialsFile), caFile: file(route.proxy.caFile) };
+  if (route.pac !== undefined) route.pac = { ...route.pac, file: file(route.pac.file), credentialsFile: file(route.pac.credentialsFile), caFile: file(route.pac.caFile) };
+  if (route.system !== undefined) route.system = { ...route.system, caFile: file(route.system.caFile) };
   const audit = { file: config.audit.file === 'stdout' || config.audit.file === 'stderr' ? config.audit.file : path.resolve(cwd, config.audit.file) };
   return {
     ...config,
     listeners: config.listeners.map((l) => ({ ...l, listen: resolveListen(l.listen, cwd) })),
     admin,
     audit,
+    route,
     state: path.resolve(cwd, config.state),
   };
 }

@@ -53,11 +53,23 @@ const proxyRouteSchema = z.strictObject({
   sendResolvedAddress: z.boolean().default(false),
 });
 
-const pacRouteSchema = z.strictObject({
-  file: z.string().min(1).optional(),
-  url: z.string().min(1).optional(),
-  refreshMs: positiveMs.optional(),
-  timeoutMs: positiveMs.optional(),
+const pacRouteSchema = z
+  .strictObject({
+    file: z.string().min(1).optional(),
+    url: z.string().min(1).optional(),
+    refreshMs: positiveMs.optional(),
+    timeoutMs: positiveMs.default(Defaults.pac.timeoutMs),
+    memoryBytes: z.number().int().min(1_048_576).max(1_073_741_824).default(Defaults.pac.memoryBytes),
+    credentialsFile: z.string().min(1).optional(),
+    caFile: z.string().min(1).optional(),
+    inspectsTls: z.boolean().default(false),
+    myIpAddress: z.string().min(1).default(Defaults.pac.myIpAddress),
+  })
+  .refine((p) => (p.file === undefined) !== (p.url === undefined), { message: 'give exactly one of file or url' });
+
+const systemRouteSchema = z.strictObject({
+  caFile: z.string().min(1).optional(),
+  inspectsTls: z.boolean().default(false),
 });
 
 export const configSchema = z.strictObject({
@@ -81,6 +93,7 @@ export const configSchema = z.strictObject({
       mode: z.enum(['direct', 'proxy', 'pac', 'system']).default(Defaults.route.mode),
       proxy: proxyRouteSchema.optional(),
       pac: pacRouteSchema.optional(),
+      system: systemRouteSchema.optional(),
     })
     .prefault({}),
   timeouts: z
@@ -89,6 +102,7 @@ export const configSchema = z.strictObject({
       headersMs: positiveMs.default(Defaults.timeouts.headersMs),
       idleMs: positiveMs.default(Defaults.timeouts.idleMs),
       originResponseMs: positiveMs.default(Defaults.timeouts.originResponseMs),
+      upstreamMs: positiveMs.default(Defaults.timeouts.upstreamMs),
     })
     .prefault({}),
   audit: z.strictObject({ file: z.string().min(1).default(Defaults.audit.file) }).prefault({}),

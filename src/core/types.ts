@@ -57,3 +57,20 @@ export interface Principal {
 }
 
 export type RequestKind = 'connect' | 'forward';
+
+/** An upstream proxy from Sluice's own config (route infrastructure, never chosen by a principal). */
+export interface UpstreamProxy {
+  /** `http://host:port` or `https://host:port`, never with credentials; used in decisions and logs. */
+  readonly label: string;
+  readonly tls: boolean;
+  readonly host: string;
+  readonly port: number;
+  /** `Basic …` for Proxy-Authorization, sent to this proxy only; never logged. */
+  readonly authorization: string | null;
+  /** Extra trusted roots (the enterprise CA) in addition to the system roots, PEM. */
+  readonly ca: string | null;
+  /** The proxy inspects TLS: it is a credential-observing route (seed A2). */
+  readonly inspectsTls: boolean;
+  /** Send the checked IP literal upstream instead of the name, so the pin survives the hop. */
+  readonly sendResolvedAddress: boolean;
+}

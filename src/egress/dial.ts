@@ -1,7 +1,7 @@
 // Opens the egress socket for a hop: dials the pinned addresses, in order, and nothing else. It takes
 // PinnedAddress values, never a host name, so re-resolution (DNS rebinding) cannot be expressed here.
 import net from 'node:net';
-import { deny, ok, type PinnedAddress, type ReasonCode, type Verdict } from '../core/index.js';
+import { deny, ok, type PinnedAddress, type ReasonCode, type UpstreamProxy, type Verdict } from '../core/index.js';
 
 export interface DialOptions {
   readonly timeoutMs: number;
@@ -87,6 +87,30 @@ export function createPinnedConnector(options: DialOptions): (opts: ConnectorOpt
     const target = { address: host, family, port: Number(opts.port), class: 'public' } as unknown as PinnedAddress;
     connectOnce(target, options.timeoutMs, undefined, false).then(
       (socket) => callback(null, socket),
+      (error: Error) => callback(error, null),
+    );
+  };
+}
+
+/**
+ * A connector for forwarding through upstream proxies: it dials only proxies from Sluice's own route
+ * config (looked up by host and port), over TLS for https:// proxies, and refuses anything else.
+ */
+export function createUpstreamConnector(
+  find: (host: string, port: number) => UpstreamProxy | undefined,
+  connect: (proxy: UpstreamProxy) => Promise<Verdict<net.Socket>>,
+): (opts: ConnectorOptions, callback: ConnectorCallback) => void {
+  return function connectUpstream(opts, callback) {
+    const proxy = find(opts.hostname.replace(/^\[|\]$/g, ''), Number(opts.port));
+    if (proxy === undefined) {
+      callback(Object.assign(new Error('not a configured upstream proxy'), { code: 'ERR_NOT_UPSTREAM' }), null);
+      return;
+    }
+    connect(proxy).then(
+      (verdict) =>
+        verdict.ok
+          ? callback(null, verdict.value)
+          : callback(Object.assign(new Error(verdict.detail), { code: verdict.reason === 'upstream_tls_failed' ? 'ERR_TLS_UPSTREAM' : verdict.reason === 'upstream_timeout' ? 'ETIMEDOUT' : 'ECONNREFUSED' }), null),
       (error: Error) => callback(error, null),
     );
   };

@@ -1,2 +1,5 @@
 // The egress module: the only place that opens outbound TCP connections.
 export * from './dial.js';
+export * from './upstream-connect.js';
+export * from './fetch-text.js';
+export * from './unix-probe.js';

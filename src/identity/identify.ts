@@ -28,16 +28,8 @@ export function parseProxyAuthorization(header: string | undefined): PresentedTo
   const user = decoded.slice(0, colon);
   const token = decoded.slice(colon + 1);
   if (token === '') return 'malformed';
-  return { grantId: user === '' ? null : safeDecode(user), token: safeDecode(token) };
-}
-
-// curl percent-decodes userinfo from a proxy URL before encoding it; other clients may not.
-function safeDecode(text: string): string {
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    return text;
-  }
+  // Clients (curl, Python, undici) percent-decode proxy URL userinfo before encoding it; never decode again.
+  return { grantId: user === '' ? null : user, token };
 }
 
 function principalFromToken(tokens: TokenStore, presented: PresentedToken): string | undefined {

@@ -4,6 +4,20 @@ import { Reasons, type CloseReason } from '../core/index.js';
 import { redactTarget, type AuditSink } from '../audit/index.js';
 import type { ConnectionContext } from './connection-context.js';
 import type { Hop } from './hop.js';
+import { isAttested } from './decide.js';
+
+/** Attested for the alternative that carried the hop; before dialing, only if every alternative is. */
+export function attestedOf(hop: Hop): boolean | null {
+  if (hop.usedHop !== null) return isAttested(hop.usedHop, hop);
+  if (hop.routeHops.length === 0) return null;
+  return hop.routeHops.every((h) => isAttested(h, hop));
+}
+
+function credentialObservingOf(hop: Hop): boolean | null {
+  if (hop.usedHop !== null) return hop.usedHop.kind === 'proxy' && hop.usedHop.proxy.inspectsTls;
+  if (hop.routeHops.length === 0) return null;
+  return hop.routeHops.some((h) => h.kind === 'proxy' && h.proxy.inspectsTls);
+}
 
 export function recordDecision(sink: AuditSink, ctx: ConnectionContext, hop: Hop): void {
   const pinned = hop.dialed ?? hop.pinned[0] ?? null;
@@ -29,7 +43,9 @@ export function recordDecision(sink: AuditSink, ctx: ConnectionContext, hop: Hop
     addresses: hop.addresses.map((a) => ({ address: a.address, class: a.class, allowed: a.allowed })),
     pinned: pinned === null ? null : pinned.address,
     route: hop.route?.label ?? null,
-    attested: hop.route === null ? null : hop.route.attested,
+    upstream: hop.usedHop?.kind === 'proxy' ? hop.usedHop.proxy.label : null,
+    attested: attestedOf(hop),
+    credentialObserving: credentialObservingOf(hop),
     timings: { authorizeUs: hop.authorizeUs, resolveUs: hop.resolveUs, dialUs: hop.dialUs },
   });
 }

@@ -2,8 +2,9 @@
 // authorize the canonical destination, choose the route, then resolve, classify and pin. Nothing here
 // dials; `sluice explain` runs exactly these stages.
 import { authorize } from '../authority/index.js';
+import { deny, ok, type LookupAnswer, type ResolvedAddress, type Verdict } from '../core/index.js';
 import { literalAnswer, pin, type Resolver } from '../resolve/index.js';
-import type { RouteSelector } from '../route/index.js';
+import type { RouteHop, RouteSelector } from '../route/index.js';
 import type { Hop } from './hop.js';
 import type { RuntimeGrant } from './grant-table.js';
 
@@ -21,6 +22,24 @@ export function checkGrantLive(hop: Hop, grant: RuntimeGrant | undefined, now: n
   return true;
 }
 
+async function resolveDestination(deps: DecideDeps, hop: Hop): Promise<Verdict<readonly (ResolvedAddress | LookupAnswer)[]>> {
+  const dest = hop.canonical;
+  if (dest === null) return deny('destination_malformed');
+  const literal = literalAnswer(dest);
+  if (literal !== null) return ok([literal]);
+  const resolved = await deps.resolver.resolve(dest.host);
+  return resolved.ok ? ok(resolved.value.answers) : resolved;
+}
+
+/**
+ * Whether Sluice itself checks the address the next hop dials: always for direct, for a proxy only
+ * when it is sent the checked IP literal (sendResolvedAddress) or the destination is a literal already.
+ * A proxy given a name resolves it itself: the decision is unattested (seed A6).
+ */
+export function isAttested(routeHop: RouteHop, hop: Hop): boolean {
+  return routeHop.kind === 'direct' || routeHop.proxy.sendResolvedAddress || hop.canonical?.hostKind !== 'name';
+}
+
 /** Authorize → route → resolve/classify/pin. Destination authorization precedes routing (seed A6). */
 export async function decideDestination(deps: DecideDeps, hop: Hop, grant: RuntimeGrant): Promise<boolean> {
   const dest = hop.canonical;
@@ -30,25 +49,35 @@ export async function decideDestination(deps: DecideDeps, hop: Hop, grant: Runti
   if (!authorized.ok) return hop.fail(authorized.reason, authorized.detail);
   hop.rule = authorized.value.text;
 
-  const route = deps.routes.select(dest);
+  let resolution = deps.routes.resolvesFirst ? await resolveDestination(deps, hop) : null;
+  const route = await deps.routes.select(dest, hop.kind, hop.scheme);
   if (!route.ok) return hop.fail(route.reason, route.detail);
   hop.route = route.value;
-
-  const literal = literalAnswer(dest);
-  let answers;
-  if (literal !== null) answers = [literal];
-  else {
-    const resolved = await deps.resolver.resolve(dest.host);
-    if (!resolved.ok) {
-      hop.resolveUs = hop.elapsedUs();
-      return hop.fail(resolved.reason, resolved.detail);
-    }
-    answers = resolved.value.answers;
-  }
-  const pinned = pin(dest, answers, grant.addressPolicy);
+  resolution ??= await resolveDestination(deps, hop);
   hop.resolveUs = hop.elapsedUs();
-  hop.addresses = pinned.classified;
-  if (!pinned.verdict.ok) return hop.fail(pinned.verdict.reason, pinned.verdict.detail);
-  hop.pinned = pinned.verdict.value;
+
+  let candidates = route.value.hops;
+  const unattested = candidates.filter((h) => !isAttested(h, hop));
+  if (!resolution.ok) {
+    // Behind a corporate proxy a name often does not resolve locally; only hops where the proxy
+    // resolves can go on, unattested. Direct and sendResolvedAddress hops need the checked address.
+    if (unattested.length === 0) return hop.fail(resolution.reason, resolution.detail);
+    candidates = unattested;
+  } else {
+    const pinned = pin(dest, resolution.value, grant.addressPolicy);
+    hop.addresses = pinned.classified;
+    // A proxy that resolves the name itself may pick any answer: if one is forbidden, deny the hop.
+    if (unattested.length > 0 && pinned.classified.some((a) => !a.allowed)) {
+      const isSelf = pinned.classified.some((a) => a.class === 'self');
+      return hop.fail(isSelf ? 'address_self' : 'address_class_denied', 'an upstream proxy could resolve the name to a forbidden address');
+    }
+    if (!pinned.verdict.ok) return hop.fail(pinned.verdict.reason, pinned.verdict.detail);
+    hop.pinned = pinned.verdict.value;
+  }
+  if (grant.requireAttestedAddress) {
+    candidates = candidates.filter((h) => isAttested(h, hop));
+    if (candidates.length === 0) return hop.fail('route_unattested', `route ${route.value.label} lets an upstream proxy resolve the name`);
+  }
+  hop.routeHops = candidates;
   return true;
 }

@@ -2,7 +2,8 @@
 // each step: canonical destination, matched rule, resolved addresses and classes, route, attested, reason.
 import { canonicalize, parseAbsoluteTarget } from '../authority/index.js';
 import { Reasons, type ReasonCode } from '../core/index.js';
-import { checkGrantLive, decideDestination } from './decide.js';
+import { checkGrantLive, decideDestination, isAttested } from './decide.js';
+import { attestedOf } from './audit-hop.js';
 import { Hop } from './hop.js';
 import type { ProxyRuntime } from './runtime.js';
 
@@ -15,6 +16,9 @@ export interface Explanation {
   readonly addresses: readonly { address: string; class: string; allowed: boolean }[];
   readonly pinned: readonly string[];
   readonly route: string | null;
+  readonly pacAnswer: string | null;
+  /** Each route alternative that survived the checks, in the order it would be tried. */
+  readonly alternatives: readonly { hop: string; attested: boolean; credentialObserving: boolean }[];
   readonly attested: boolean | null;
   readonly decision: 'allow' | 'deny';
   readonly reason: ReasonCode;
@@ -65,7 +69,13 @@ export async function explain(rt: ProxyRuntime, grantId: string, target: string)
     addresses: hop.addresses.map((a) => ({ address: a.address, class: a.class, allowed: a.allowed })),
     pinned: hop.pinned.map((p) => p.address),
     route: hop.route?.label ?? null,
-    attested: hop.route?.attested ?? null,
+    pacAnswer: hop.route?.pacAnswer ?? null,
+    alternatives: hop.routeHops.map((h) => ({
+      hop: h.kind === 'direct' ? 'direct' : `proxy ${h.proxy.label}${h.proxy.sendResolvedAddress ? ' (sends the checked address)' : ''}`,
+      attested: isAttested(h, hop),
+      credentialObserving: h.kind === 'proxy' && h.proxy.inspectsTls,
+    })),
+    attested: attestedOf(hop),
     decision: hop.isAllowed ? 'allow' : 'deny',
     reason: hop.reason,
     status: Reasons[hop.reason].status,
@@ -82,6 +92,8 @@ export function formatExplanation(e: Explanation): string {
     `addresses:  ${e.addresses.length === 0 ? '-' : e.addresses.map((a) => `${a.address} ${a.class} ${a.allowed ? 'allowed' : 'denied'}`).join(', ')}`,
     `pinned:     ${e.pinned.length === 0 ? '-' : e.pinned.join(', ')}`,
     `route:      ${e.route ?? '-'}`,
+    ...(e.pacAnswer === null ? [] : [`pac:        ${e.pacAnswer}`]),
+    ...e.alternatives.map((a, i) => `  ${i + 1}. ${a.hop}: ${a.attested ? 'attested (Sluice checks the dialed address)' : 'unattested (the upstream proxy resolves the name)'}${a.credentialObserving ? ', credential-observing (inspects TLS)' : ''}`),
     `attested:   ${e.attested === null ? '-' : String(e.attested)}`,
     `decision:   ${e.decision} ${e.status} ${e.reason}${e.detail === null ? '' : ` (${e.detail})`}`,
   ];

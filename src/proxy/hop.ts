@@ -1,7 +1,7 @@
 // One hop's state as the pipeline fills it in: every field is set in the constructor so the object's
 // shape never changes; the decision and close audit records are read off it.
 import type { CanonicalDestination, ClassifiedAddress, PinnedAddress, Principal, ReasonCode, RequestKind, Scheme } from '../core/index.js';
-import type { Route } from '../route/index.js';
+import type { Route, RouteHop } from '../route/index.js';
 import type { RuntimeGrant } from './grant-table.js';
 
 export class Hop {
@@ -16,6 +16,10 @@ export class Hop {
   pinned: readonly PinnedAddress[] = [];
   dialed: PinnedAddress | null = null;
   route: Route | null = null;
+  /** The route's alternatives that survived the address and attestation checks, in order. */
+  routeHops: readonly RouteHop[] = [];
+  /** The alternative that carried the hop, once dialed. */
+  usedHop: RouteHop | null = null;
   authorizeUs: number | null = null;
   resolveUs: number | null = null;
   dialUs: number | null = null;

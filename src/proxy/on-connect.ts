@@ -3,11 +3,11 @@
 import type http from 'node:http';
 import type net from 'node:net';
 import { parseConnectTarget } from '../authority/index.js';
-import { dial } from '../egress/index.js';
 import { Tunnel } from '../relay/index.js';
 import { recordClose, recordDecision } from './audit-hop.js';
 import type { ConnectionContext } from './connection-context.js';
 import { decideDestination } from './decide.js';
+import { dialRoute } from './dial-route.js';
 import { Hop } from './hop.js';
 import { identifyHop } from './identify-hop.js';
 import { connectEstablished, writeSocketDenial } from './respond.js';
@@ -36,14 +36,13 @@ export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: h
     return;
   }
 
-  const dialed = await dial(hop.pinned, rt.dial);
+  const opened = await dialRoute(rt, hop);
   hop.dialUs = hop.elapsedUs();
-  if (!dialed.ok) {
-    hop.fail(dialed.reason, dialed.detail);
+  if (!opened.ok) {
+    hop.fail(opened.reason, opened.detail);
     return deny(rt, ctx, hop, socket);
   }
-  hop.dialed = dialed.value.pinned;
-  const upstream = dialed.value.socket;
+  const upstream = opened.value.socket;
   if (socket.destroyed) {
     upstream.destroy();
     hop.fail('client_gone', 'before the tunnel was established');
@@ -52,6 +51,7 @@ export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: h
   }
   recordDecision(rt.audit, ctx, hop);
   socket.write(connectEstablished());
+  if (opened.value.head.length > 0) socket.write(opened.value.head);
   const tunnel = new Tunnel(socket, upstream, rt.relay, head);
   const outcome = await tunnel.done;
   recordClose(rt.audit, ctx, hop, { closedBy: outcome.closedBy, status: 200, bytesUp: outcome.bytesUp, bytesDown: outcome.bytesDown });

@@ -4,6 +4,8 @@
 import type http from 'node:http';
 import { canonicalize, DEFAULT_PORTS, parseAbsoluteTarget } from '../authority/index.js';
 import { forwardRequest, type ForwardResult } from '../relay/index.js';
+import { isConnectionFailure } from '../egress/index.js';
+import { upstreamAuthority } from './dial-route.js';
 import { recordClose, recordDecision } from './audit-hop.js';
 import type { ConnectionContext } from './connection-context.js';
 import { decideDestination } from './decide.js';
@@ -50,21 +52,12 @@ export async function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: h
   }
   if (!(await decideDestination(rt, hop, grant))) return deny(rt, ctx, hop, req, res);
 
-  const retryable = !hasBody(req);
-  let result: ForwardResult | null = null;
-  for (const pinned of hop.pinned) {
-    hop.dialed = pinned;
-    const host = pinned.family === 6 ? `[${pinned.address}]` : pinned.address;
-    result = await forwardRequest(rt.forwardAgent, req, res, {
-      origin: `http://${host}:${pinned.port}`,
-      hostHeader: hop.canonical.port === DEFAULT_PORTS[hop.scheme] ? hostForHeader(hop) : hop.canonical.key,
-      pathAndQuery: target.value.pathAndQuery,
-    });
-    // Try the next checked address only when nothing was sent yet (a dial failure of a bodiless request).
-    if (result.phase === 'responded' || !retryable || !result.reason.startsWith('dial_')) break;
-  }
+  const result = await forwardOverRoute(rt, hop, req, res, target.value.pathAndQuery);
   hop.dialUs = hop.elapsedUs();
-  if (result === null) return;
+  if (result === null) {
+    hop.fail('route_none', 'no route alternative could carry the request');
+    return deny(rt, ctx, hop, req, res);
+  }
   if (result.phase === 'failed') {
     hop.fail(result.reason, result.detail);
     return deny(rt, ctx, hop, req, res);
@@ -76,6 +69,45 @@ export async function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: h
     bytesUp: result.bytesUp,
     bytesDown: result.bytesDown,
   });
+}
+
+/**
+ * Tries each route alternative in order: direct to each pinned address, or absolute-form through the
+ * upstream proxy. A later alternative is tried only after a connection-level failure of a request with
+ * no body (nothing was sent yet); a 407 or any response ends the hop.
+ */
+async function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMessage, res: http.ServerResponse, pathAndQuery: string): Promise<ForwardResult | null> {
+  const dest = hop.canonical;
+  if (dest === null || hop.scheme === null) return null;
+  const retryable = !hasBody(req);
+  const hostHeader = dest.port === DEFAULT_PORTS[hop.scheme] ? hostForHeader(hop) : dest.key;
+  let result: ForwardResult | null = null;
+  for (const routeHop of hop.routeHops) {
+    hop.usedHop = routeHop;
+    if (routeHop.kind === 'direct') {
+      for (const pinned of hop.pinned) {
+        hop.dialed = pinned;
+        const host = pinned.family === 6 ? `[${pinned.address}]` : pinned.address;
+        result = await forwardRequest(rt.forwardAgent, req, res, { origin: `http://${host}:${pinned.port}`, hostHeader, pathAndQuery, proxyAuthorization: null, viaUpstream: false });
+        if (result.phase === 'responded' || !retryable || !isConnectionFailure(result.reason)) return result;
+      }
+    } else {
+      const proxy = routeHop.proxy;
+      const authority = upstreamAuthority(hop, routeHop);
+      if (authority === null) continue;
+      if (proxy.sendResolvedAddress) hop.dialed = hop.pinned[0] ?? null;
+      const proxyHost = proxy.host.includes(':') ? `[${proxy.host}]` : proxy.host;
+      result = await forwardRequest(rt.upstreamAgent, req, res, {
+        origin: `http://${proxyHost}:${proxy.port}`,
+        hostHeader,
+        pathAndQuery: `${hop.scheme === 'ws' ? 'http' : hop.scheme}://${authority}${pathAndQuery}`,
+        proxyAuthorization: proxy.authorization,
+        viaUpstream: true,
+      });
+      if (result.phase === 'responded' || !retryable || !isConnectionFailure(result.reason)) return result;
+    }
+  }
+  return result;
 }
 
 function hostForHeader(hop: Hop): string {

@@ -2,7 +2,7 @@
 import type { Dispatcher } from 'undici';
 import type { AuditSink, OperationalLog } from '../audit/index.js';
 import type { TokenStore } from '../identity/index.js';
-import type { DialOptions } from '../egress/index.js';
+import type { DialOptions, UpstreamOptions } from '../egress/index.js';
 import type { RelayLimits } from '../relay/index.js';
 import type { DecideDeps } from './decide.js';
 import type { RuntimeGrant } from './grant-table.js';
@@ -13,6 +13,9 @@ export interface ProxyRuntime extends DecideDeps {
   readonly audit: AuditSink;
   readonly log: OperationalLog;
   readonly forwardAgent: Dispatcher;
+  /** Forwards absolute-form requests to configured upstream proxies only. */
+  readonly upstreamAgent: Dispatcher;
   readonly dial: DialOptions;
+  readonly upstream: UpstreamOptions;
   readonly relay: RelayLimits;
 }

@@ -5,6 +5,7 @@ import fs from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import type { ListenerSection } from '../config/index.js';
+import { isUnixSocketAlive } from '../egress/index.js';
 import { recordDecision } from './audit-hop.js';
 import { ConnectionContext } from './connection-context.js';
 import { Hop } from './hop.js';
@@ -123,15 +124,7 @@ async function listenOn(server: http.Server, listen: string): Promise<string> {
 async function removeStaleSocket(file: string): Promise<void> {
   const stat = await fs.stat(file).catch(() => null);
   if (stat === null || !stat.isSocket()) return;
-  const alive = await new Promise<boolean>((resolve) => {
-    const probe = net.connect(file);
-    probe.once('connect', () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.once('error', () => resolve(false));
-  });
-  if (!alive) await fs.unlink(file);
+  if (!(await isUnixSocketAlive(file))) await fs.unlink(file);
 }
 
 export async function startListeners(rt: ProxyRuntime, sections: readonly ListenerSection[], limits: HttpLimits): Promise<BoundListener[]> {

@@ -24,10 +24,14 @@ export function createForwardAgent(options: ForwardAgentOptions): Dispatcher {
 }
 
 export interface ForwardTarget {
-  /** `http://<pinned ip>:<port>`: the client only ever dials the pinned address. */
+  /** `http://<pinned ip>:<port>` (the client only ever dials the pinned address), or the upstream proxy. */
   readonly origin: string;
   readonly hostHeader: string;
+  /** Origin-form path, or the absolute-form URI when the request goes to an upstream proxy. */
   readonly pathAndQuery: string;
+  /** This upstream proxy's own credentials; present only when `origin` is that proxy. */
+  readonly proxyAuthorization: string | null;
+  readonly viaUpstream: boolean;
 }
 
 export type ForwardResult =
@@ -36,7 +40,13 @@ export type ForwardResult =
 
 const VIA = '1.1 sluice';
 
-function failureReason(error: unknown): ReasonCode {
+function failureReason(error: unknown, viaUpstream: boolean): ReasonCode {
+  if (viaUpstream) {
+    const code = (error as NodeJS.ErrnoException | undefined)?.code ?? '';
+    if (code === 'ECONNREFUSED' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || code === 'ENOTFOUND') return 'upstream_unreachable';
+    if (code === 'ETIMEDOUT' || error instanceof undiciErrors.ConnectTimeoutError) return 'upstream_timeout';
+    if (code.startsWith('ERR_SSL') || code.startsWith('ERR_TLS') || code.includes('CERT')) return 'upstream_tls_failed';
+  }
   if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) return 'origin_timeout';
   if (error instanceof undiciErrors.ConnectTimeoutError) return 'dial_timeout';
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
@@ -75,6 +85,7 @@ export async function forwardRequest(agent: Dispatcher, req: http.IncomingMessag
   // client library cannot forward it; the body follows without waiting.
   const headers = dropExpectContinue(stripHopByHop(req.rawHeaders));
   headers.push('host', target.hostHeader, 'via', VIA);
+  if (target.proxyAuthorization !== null) headers.push('proxy-authorization', target.proxyAuthorization);
   let body: ByteCounter | null = null;
   if (hasBody(req)) {
     body = new ByteCounter();
@@ -90,7 +101,14 @@ export async function forwardRequest(agent: Dispatcher, req: http.IncomingMessag
       body,
     });
   } catch (error) {
-    return { phase: 'failed', reason: failureReason(error), detail: (error as Error).message, bytesUp: body?.bytes ?? 0 };
+    return { phase: 'failed', reason: failureReason(error, target.viaUpstream), detail: (error as Error).message, bytesUp: body?.bytes ?? 0 };
+  }
+  if (target.viaUpstream && response.statusCode === 407) {
+    // The upstream's challenge is for Sluice, not the client: never relay it (the client would answer
+    // it with its own secrets) and never retry around the proxy.
+    response.body.on('error', () => undefined);
+    response.body.destroy();
+    return { phase: 'failed', reason: 'upstream_auth_required', detail: 'the upstream proxy answered 407', bytesUp: body?.bytes ?? 0 };
   }
   const responseHeaders = stripHopByHopObject(response.headers);
   responseHeaders.push('via', VIA);

@@ -18,7 +18,9 @@ export interface AddressPolicyIssue {
 }
 
 export function parseCidr(text: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | null {
-  const [address = '', prefixText] = text.split('/');
+  const parts = text.split('/');
+  if (parts.length > 2) return null;
+  const [address = '', prefixText] = parts;
   const family = net.isIP(address);
   if (family === 0) return null;
   const max = family === 4 ? 32 : 128;
@@ -55,6 +57,8 @@ export function checkAddress(policy: AddressPolicy, resolved: ResolvedAddress, p
   const cls: AddressClass = policy.self.has(effective, baseClass, port) ? 'self' : baseClass;
   if (NEVER.has(cls)) return { address: resolved.address, family: resolved.family, class: cls, allowed: false };
   const family = net.isIPv4(effective) ? 'ipv4' : 'ipv6';
-  const allowed = policy.classes.has(cls) || policy.addresses.check(effective, family) || policy.addresses.check(resolved.address, resolved.family === 4 ? 'ipv4' : 'ipv6');
+  // Only the effective address counts: a CIDR over the outer IPv6 (say 64:ff9b::/96 for NAT64) must
+  // not admit the loopback or metadata address it embeds.
+  const allowed = policy.classes.has(cls) || policy.addresses.check(effective, family);
   return { address: resolved.address, family: resolved.family, class: cls, allowed };
 }

@@ -1,28 +1,117 @@
-// Chooses how an authorized destination is reached. The principal never influences this: the route comes
-// from Sluice's own config (seed A2: the host network is a route, not a grant; A6: authorization first).
-// Only `direct` is carried by this build; any other mode fails closed with route_unsupported rather
-// than silently dialing direct.
-import { deny, ok, type CanonicalDestination, type Verdict } from '../core/index.js';
+// Chooses how an authorized destination is reached: direct, a configured upstream proxy, the system
+// proxy variables, or a PAC decision. The principal never influences this (seed A2: the host network is
+// a route, not a grant; A6: authorization precedes routing). DIRECT appears in a route only when the
+// mode or the PAC answer says so; nothing here ever falls back to it.
+import { deny, ok, type CanonicalDestination, type RequestKind, type Scheme, type UpstreamProxy, type Verdict } from '../core/index.js';
+import { parsePacAnswer } from './pac-answer.js';
+import type { PacSource } from './pac-source.js';
+import type { SystemProxy } from './system-proxy.js';
+import { parseUpstream, type UpstreamSettings } from './upstream.js';
 
 export type RouteMode = 'direct' | 'proxy' | 'pac' | 'system';
 
-export interface DirectRoute {
-  readonly kind: 'direct';
-  readonly label: 'direct';
-  /** Sluice resolved, checked and dials the address itself. */
-  readonly attested: true;
+export type RouteHop = { readonly kind: 'direct' } | { readonly kind: 'proxy'; readonly proxy: UpstreamProxy };
+
+export interface Route {
+  /** `direct`, `proxy http://corp:8080`, `pac PROXY a:3128; DIRECT`, `system direct`… for decisions and logs. */
+  readonly label: string;
+  readonly mode: RouteMode;
+  /** Alternatives in order; the next is tried only when the previous could not be connected to. */
+  readonly hops: readonly RouteHop[];
+  readonly pacAnswer: string | null;
 }
-
-export type Route = DirectRoute;
-
-const DIRECT: DirectRoute = { kind: 'direct', label: 'direct', attested: true };
 
 export interface RouteSelector {
   readonly mode: RouteMode;
-  select(dest: CanonicalDestination): Verdict<Route>;
+  /** PAC builtins answer from what Sluice already resolved, so resolve before selecting. */
+  readonly resolvesFirst: boolean;
+  select(dest: CanonicalDestination, kind: RequestKind, scheme: Scheme | null): Promise<Verdict<Route>>;
+  close(): void;
 }
 
-export function createRouteSelector(mode: RouteMode): RouteSelector {
-  if (mode === 'direct') return { mode, select: () => ok(DIRECT) };
-  return { mode, select: () => deny('route_unsupported', `route.mode ${mode} is not available in this build`) };
+const DIRECT_HOP: RouteHop = { kind: 'direct' };
+const DIRECT_ROUTE: Route = { label: 'direct', mode: 'direct', hops: [DIRECT_HOP], pacAnswer: null };
+
+export function directSelector(): RouteSelector {
+  return { mode: 'direct', resolvesFirst: false, select: () => Promise.resolve(ok(DIRECT_ROUTE)), close: () => undefined };
 }
+
+export function proxySelector(proxy: UpstreamProxy): RouteSelector {
+  const route: Route = { label: `proxy ${proxy.label}`, mode: 'proxy', hops: [{ kind: 'proxy', proxy }], pacAnswer: null };
+  return { mode: 'proxy', resolvesFirst: false, select: () => Promise.resolve(ok(route)), close: () => undefined };
+}
+
+export function systemSelector(system: SystemProxy): RouteSelector {
+  const direct: Route = { label: 'system direct', mode: 'system', hops: [DIRECT_HOP], pacAnswer: null };
+  const via = (proxy: UpstreamProxy | null): Route =>
+    proxy === null ? direct : { label: `system proxy ${proxy.label}`, mode: 'system', hops: [{ kind: 'proxy', proxy }], pacAnswer: null };
+  const forHttp = via(system.http);
+  const forHttps = via(system.https);
+  return {
+    mode: 'system',
+    resolvesFirst: false,
+    select(dest, kind) {
+      if (system.noProxy?.matches(dest) === true) return Promise.resolve(ok(direct));
+      return Promise.resolve(ok(kind === 'connect' ? forHttps : forHttp));
+    },
+    close: () => undefined,
+  };
+}
+
+const MAX_CACHED_ROUTES = 10_000;
+
+export function pacSelector(source: PacSource, settings: UpstreamSettings): RouteSelector {
+  const cache = new Map<string, Route>();
+  let cachedFor: unknown = null;
+  const proxies = new Map<string, UpstreamProxy>();
+  const proxyFor = (tls: boolean, host: string, port: number): Verdict<UpstreamProxy> => {
+    const key = `${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
+    const known = proxies.get(key);
+    if (known !== undefined) return ok(known);
+    const parsed = parseUpstream(key, settings);
+    if (!parsed.ok) return deny('pac_failed', parsed.message);
+    proxies.set(key, parsed.value);
+    return ok(parsed.value);
+  };
+  return {
+    mode: 'pac',
+    resolvesFirst: true,
+    async select(dest, kind, scheme) {
+      const script = source.current;
+      if (script === null) return deny('pac_unavailable', source.lastError ?? 'no PAC script');
+      // Chromium hands PAC only scheme://host:port/ for tunnels; we do the same for every request so the
+      // answer can be cached per scheme/host/port and no path or query reaches the script.
+      const urlScheme = kind === 'connect' ? 'https' : (scheme ?? 'http');
+      const key = `${urlScheme}://${dest.key}/`;
+      // Cached answers belong to one script: a refreshed PAC starts with an empty cache.
+      if (cachedFor !== script) {
+        cache.clear();
+        cachedFor = script;
+      }
+      const cached = cache.get(key);
+      if (cached !== undefined) return ok(cached);
+      const answer = await script.findProxy(key, dest.host);
+      if (!answer.ok) return answer;
+      const entries = parsePacAnswer(answer.value);
+      if (!entries.ok) return entries;
+      const hops: RouteHop[] = [];
+      for (const entry of entries.value) {
+        if (entry.kind === 'direct') hops.push(DIRECT_HOP);
+        else if (entry.kind === 'proxy') {
+          const proxy = proxyFor(entry.tls, entry.host, entry.port);
+          if (!proxy.ok) return proxy;
+          hops.push({ kind: 'proxy', proxy: proxy.value });
+        }
+      }
+      if (hops.length === 0) return deny('pac_unsupported_entry', `PAC answered "${answer.value}"`);
+      const route: Route = { label: `pac ${answer.value}`, mode: 'pac', hops, pacAnswer: answer.value };
+      if (cache.size >= MAX_CACHED_ROUTES) cache.clear();
+      cache.set(key, route);
+      return ok(route);
+    },
+    close() {
+      source.stop();
+    },
+  };
+}
+

@@ -39,8 +39,8 @@ export function runCurl(args: string[], opts: CurlOptions = {}): Promise<CurlRes
   }
   const out: Buffer[] = [];
   const err: Buffer[] = [];
-  child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-  child.stderr.on('data', (chunk: Buffer) => err.push(chunk));
+  child.stdout?.on('data', (chunk: Buffer) => out.push(chunk));
+  child.stderr?.on('data', (chunk: Buffer) => err.push(chunk));
   return new Promise<CurlResult>((resolve, reject) => {
     let timedOut = false;
     const timer = setTimeout(() => {

@@ -88,6 +88,9 @@ describe('canonicalize: refusals are destination_malformed', () => {
     ['number too big for IPv4', '0x100000000:443'],
     ['invalid octal', '08.0.0.1:443'],
     ['two colons', 'a.test:443:443'],
+    ['full-width colon (UTS #46 maps it to a delimiter)', 'a.test\uff1a8080:443'],
+    ['full-width at sign', 'a.test\uff20b.test:443'],
+    ['full-width solidus', 'a.test\uff0fx:443'],
     ['oversized host', `${'a.'.repeat(600)}test:443`],
   ])('refuses %s: %j', (_what, raw) => {
     expect(canonicalize(raw)).toEqual(refused('destination_malformed'));

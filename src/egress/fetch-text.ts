@@ -1,0 +1,41 @@
+// Fetches a small text resource (a PAC file) over the direct route, bounded in time and size. Route
+// infrastructure configured by the operator, never a destination chosen by a principal.
+import http from 'node:http';
+import https from 'node:https';
+
+const MAX_BYTES = 1024 * 1024;
+
+export function fetchText(url: string, timeoutMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      reject(new Error('not a URL'));
+      return;
+    }
+    const client = parsed.protocol === 'https:' ? https : parsed.protocol === 'http:' ? http : null;
+    if (client === null) {
+      reject(new Error(`unsupported scheme ${parsed.protocol}`));
+      return;
+    }
+    const req = client.get(parsed, { timeout: timeoutMs, agent: false }, (res) => {
+      if (res.statusCode !== 200) {
+        res.resume();
+        reject(new Error(`HTTP ${res.statusCode ?? 0}`));
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > MAX_BYTES) req.destroy(new Error('PAC larger than 1 MiB'));
+        else chunks.push(chunk);
+      });
+      res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })));
+    req.on('error', reject);
+  });
+}

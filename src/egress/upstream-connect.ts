@@ -1,0 +1,123 @@
+// Opens a tunnel through an upstream HTTP or HTTPS proxy: connect to the proxy (TLS verified against the
+// system roots plus the enterprise CA), send CONNECT for the target with this proxy's own credentials,
+// and read the answer. A 407 ends the hop with upstream_auth_required: Sluice never retries without
+// the proxy or goes DIRECT instead (seed A2: silently bypassing the proxy is forbidden).
+import net from 'node:net';
+import tls from 'node:tls';
+import { deny, ok, type ReasonCode, type UpstreamProxy, type Verdict } from '../core/index.js';
+
+export interface UpstreamOptions {
+  readonly timeoutMs: number;
+}
+
+export interface UpstreamTunnel {
+  readonly socket: net.Socket;
+  /** Bytes the proxy sent after its response head: already tunnel payload. */
+  readonly head: Buffer;
+}
+
+const MAX_HEAD_BYTES = 16 * 1024;
+
+const TCP_FAILURES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL']);
+
+function failure(error: unknown, isTls: boolean): ReasonCode {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code ?? '';
+  if (code === 'ETIMEDOUT') return 'upstream_timeout';
+  // Anything but a TCP-level failure on a TLS proxy is the handshake or certificate verification
+  // (OpenSSL's codes vary: UNABLE_TO_VERIFY_LEAF_SIGNATURE, ERR_TLS_CERT_ALTNAME_INVALID, ERR_SSL_…).
+  if (isTls && !TCP_FAILURES.has(code)) return 'upstream_tls_failed';
+  return 'upstream_unreachable';
+}
+
+/** Connects to the proxy itself (TCP, then TLS for https:// proxies). The caller owns the socket. */
+export function connectToProxy(proxy: UpstreamProxy, options: UpstreamOptions): Promise<Verdict<net.Socket>> {
+  return new Promise((resolve) => {
+    let settled = false;
+    const socket: net.Socket = proxy.tls
+      ? tls.connect({
+          host: proxy.host,
+          port: proxy.port,
+          servername: net.isIP(proxy.host) === 0 ? proxy.host : undefined,
+          ca: proxy.ca === null ? undefined : [...tls.rootCertificates, proxy.ca],
+          ALPNProtocols: ['http/1.1'],
+          allowHalfOpen: true,
+        } as tls.ConnectionOptions)
+      : net.connect({ host: proxy.host, port: proxy.port, allowHalfOpen: true, noDelay: true });
+    const timer = setTimeout(() => finish(deny('upstream_timeout', `no connection to ${proxy.label} within ${options.timeoutMs} ms`)), options.timeoutMs);
+    function finish(verdict: Verdict<net.Socket>): void {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.removeListener('error', onError);
+      if (!verdict.ok) socket.destroy();
+      resolve(verdict);
+    }
+    function onError(error: Error): void {
+      const code = (error as NodeJS.ErrnoException).code ?? error.message;
+      finish(deny(failure(error, proxy.tls), `${proxy.label}: ${code}`));
+    }
+    socket.once('error', onError);
+    socket.once(proxy.tls ? 'secureConnect' : 'connect', () => {
+      socket.setNoDelay(true);
+      finish(ok(socket));
+    });
+  });
+}
+
+export interface ProxyAnswer {
+  readonly status: number;
+  readonly headLength: number;
+}
+
+export function parseProxyAnswer(buffer: Buffer): ProxyAnswer | 'incomplete' | 'garbage' {
+  const end = buffer.indexOf('\r\n\r\n');
+  if (end < 0) return buffer.length > MAX_HEAD_BYTES ? 'garbage' : 'incomplete';
+  const match = /^HTTP\/1\.[01] (\d{3})[ \r]/.exec(buffer.subarray(0, Math.min(end + 2, 64)).toString('latin1'));
+  if (match === null) return 'garbage';
+  return { status: Number(match[1]), headLength: end + 4 };
+}
+
+/** Sends CONNECT `authority` (canonical host name, or the checked IP literal) through the proxy. */
+export async function connectThroughProxy(proxy: UpstreamProxy, authority: string, options: UpstreamOptions): Promise<Verdict<UpstreamTunnel>> {
+  const connected = await connectToProxy(proxy, options);
+  if (!connected.ok) return connected;
+  const socket = connected.value;
+  const auth = proxy.authorization === null ? '' : `Proxy-Authorization: ${proxy.authorization}\r\n`;
+  socket.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n${auth}\r\n`);
+  return new Promise((resolve) => {
+    let buffer = Buffer.alloc(0);
+    const timer = setTimeout(() => done(deny('upstream_timeout', `${proxy.label} did not answer CONNECT within ${options.timeoutMs} ms`)), options.timeoutMs);
+    function done(verdict: Verdict<UpstreamTunnel>): void {
+      clearTimeout(timer);
+      socket.removeListener('data', onData);
+      socket.removeListener('error', onError);
+      socket.removeListener('end', onEnd);
+      if (!verdict.ok) socket.destroy();
+      resolve(verdict);
+    }
+    function onData(chunk: Buffer): void {
+      buffer = Buffer.concat([buffer, chunk]);
+      const answer = parseProxyAnswer(buffer);
+      if (answer === 'incomplete') return;
+      if (answer === 'garbage') return done(deny('upstream_failed', `${proxy.label} answered CONNECT with something that is not HTTP`));
+      socket.pause();
+      if (answer.status === 200) return done(ok({ socket, head: buffer.subarray(answer.headLength) }));
+      if (answer.status === 407) return done(deny('upstream_auth_required', `${proxy.label} answered 407`));
+      return done(deny('upstream_refused', `${proxy.label} answered ${answer.status}`));
+    }
+    function onError(error: Error): void {
+      done(deny(failure(error, proxy.tls), `${proxy.label}: ${(error as NodeJS.ErrnoException).code ?? error.message}`));
+    }
+    function onEnd(): void {
+      done(deny('upstream_failed', `${proxy.label} closed the connection without answering CONNECT`));
+    }
+    socket.on('data', onData);
+    socket.once('error', onError);
+    socket.once('end', onEnd);
+  });
+}
+
+/** Whether a failed upstream attempt may fall over to the next route entry (connection-level only). */
+export function isConnectionFailure(reason: ReasonCode): boolean {
+  return reason === 'upstream_unreachable' || reason === 'upstream_timeout' || reason === 'upstream_tls_failed' || reason === 'dial_refused' || reason === 'dial_unreachable' || reason === 'dial_timeout';
+}

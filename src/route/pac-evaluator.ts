@@ -1,0 +1,299 @@
+// Runs one PAC script's FindProxyForURL in its own QuickJS VM (pac-resolver over quickjs-wasi) on its own
+// worker thread, limited in memory, stack and time, with every builtin answered on this thread from the
+// PacHostPort; PAC code must never reach the network or the host's DNS, never stall this event loop, and
+// never fail as anything but a pac_failed verdict.
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
+import { MAX_STACK_SIZE } from 'quickjs-wasi';
+import { deny, ok, type Verdict } from '../core/index.js';
+import { PAC_BUILTIN_NAMES, createPacBuiltins, type PacBuiltinName, type PacBuiltins, type PacHostPort } from './pac-builtins.js';
+
+export type { PacHostPort } from './pac-builtins.js';
+
+export interface PacLimits {
+  readonly timeoutMs: number;
+  readonly memoryBytes: number;
+  readonly stackBytes: number;
+}
+
+export const MAX_PAC_SOURCE_CHARS = 2 * 1024 * 1024;
+/** Longest raw answer passed on; the answer grammar (pac-answer.ts) bounds it further. */
+const MAX_RAW_ANSWER_CHARS = 65_536;
+/** Thread start, module imports and VM creation: no PAC code runs in this phase. */
+const BOOT_LIMIT_MS = 10_000;
+/** QuickJS polls its interrupt handler only every ~10k bytecode ticks, so a loop of costly native calls
+ * (`while (1) new Array(1e6).join()`) can outlive `timeoutMs`; past this grace the thread is terminated. */
+const HARD_GRACE_MS = 250;
+const MAX_WAITING_CALLS = 256;
+/** Builtins take host names and URLs; a longer string argument throws in the script instead of crossing threads. */
+const MAX_BUILTIN_ARG_CHARS = 65_536;
+
+const here = createRequire(import.meta.url);
+const MODULE_URLS = { qjsUrl: pathToFileURL(here.resolve('quickjs-wasi')).href, pacUrl: pathToFileURL(here.resolve('pac-resolver')).href };
+type WasmApi = { compile(bytes: Uint8Array): Promise<object> };
+let engine: Promise<object> | null = null;
+
+/** The QuickJS WebAssembly.Module, compiled once per process and posted to every sandbox thread. */
+function loadEngine(): Promise<object> {
+  engine ??= readFile(here.resolve('quickjs-wasi/quickjs.wasm'))
+    .then((bytes) => (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly.compile(bytes))
+    .catch((error: unknown) => {
+      engine = null;
+      throw error;
+    });
+  return engine;
+}
+
+// The sandbox thread (plain JS: it is eval'd, so it runs the same under tsc output and vitest). Each
+// builtin is a synchronous stub (so degenerator adds no awaits) that posts {id, name, args} and sleeps on
+// a shared counter until this thread answers; the deadline bounds both the guest and those waits.
+const WORKER_SOURCE = `'use strict';
+const { parentPort, workerData, receiveMessageOnPort } = require('node:worker_threads');
+const { rpc, signal, names, source, limits, wasm, qjsUrl, pacUrl } = workerData;
+const seq = new Int32Array(signal);
+const FATAL = ['interrupted', 'out of memory', 'host call timed out'];
+let deadline = 0, nextId = 0;
+function host(name, args) {
+  const id = ++nextId;
+  if (args.some((a) => typeof a === 'string' && a.length > ${MAX_BUILTIN_ARG_CHARS})) throw new RangeError(name + ': argument too long');
+  const safe = args.slice(0, 8).map((a) => (a === null || ['string', 'number', 'boolean'].includes(typeof a) ? a : undefined));
+  rpc.postMessage({ id, name, args: safe });
+  for (;;) {
+    const seen = Atomics.load(seq, 0);
+    for (let m = receiveMessageOnPort(rpc); m !== undefined; m = receiveMessageOnPort(rpc)) if (m.message.id === id) return m.message.result;
+    const left = deadline - Date.now();
+    if (left <= 0) throw new Error('host call timed out');
+    Atomics.wait(seq, 0, seen, left);
+  }
+}
+function failure(e) {
+  let detail = 'Error: unknown', fatal = true;
+  try { detail = (String(e && e.name) + ': ' + String(e && e.message)).slice(0, 200); fatal = FATAL.includes(String(e && e.message)); } catch {}
+  try { if (e && typeof e.dispose === 'function') e.dispose(); } catch {}
+  return { ok: false, detail, fatal };
+}
+const quiet = (memory) => ({ fd_write(fd, iovs, count, written) {
+  const view = new DataView(memory.buffer);
+  let total = 0;
+  for (let i = 0; i < count; i++) total += view.getUint32(iovs + i * 8 + 4, true);
+  view.setUint32(written, total, true);
+  return 0;
+} });
+(async () => {
+  const [{ QuickJS }, pac] = await Promise.all([import(qjsUrl), import(pacUrl)]);
+  const missing = Object.keys(pac.sandbox).filter((k) => !names.includes(k));
+  if (missing.length > 0) throw new Error('pac-resolver builtins not overridden: ' + missing.join(', '));
+  const vm = await QuickJS.create({ wasm, memoryLimit: limits.memoryBytes, maxStackSize: limits.stackBytes,
+    interruptHandler: () => Date.now() > deadline, wasi: quiet });
+  const sandbox = {};
+  for (const name of names) sandbox[name] = function () { return host(name, Array.prototype.slice.call(arguments)); };
+  parentPort.postMessage({ type: 'booted' });
+  deadline = Date.now() + limits.timeoutMs;
+  let find;
+  try { find = pac.createPacResolver(vm, source, { sandbox, filename: 'proxy.pac' }); } catch (e) { deadline = 0; parentPort.postMessage({ type: 'failed', ...failure(e) }); return; }
+  deadline = 0;
+  parentPort.postMessage({ type: 'ready' });
+  parentPort.on('message', async (call) => {
+    deadline = Date.now() + call.timeoutMs;
+    let reply;
+    try {
+      const value = await find(call.url, call.host);
+      reply = typeof value !== 'string' ? { ok: false, detail: 'FindProxyForURL returned ' + (value === null ? 'null' : typeof value) + ', not a string', fatal: false }
+        : value.length > ${MAX_RAW_ANSWER_CHARS} ? { ok: false, detail: 'FindProxyForURL returned over ${MAX_RAW_ANSWER_CHARS} characters', fatal: false } : { ok: true, value };
+    } catch (e) { reply = failure(e); }
+    deadline = 0;
+    parentPort.postMessage({ type: 'answer', ...reply });
+  });
+})().catch((e) => parentPort.postMessage({ type: 'failed', ...failure(e), fatal: true }));
+`;
+
+interface Reply {
+  readonly type: 'booted' | 'ready' | 'answer' | 'failed';
+  readonly ok?: boolean;
+  readonly value?: unknown;
+  readonly detail?: unknown;
+  readonly fatal?: boolean;
+}
+interface HostCall {
+  readonly id: number;
+  readonly name: string;
+  readonly args: unknown[];
+}
+
+function answerHostCall(builtins: PacBuiltins, call: HostCall): unknown {
+  const fn = (PAC_BUILTIN_NAMES as readonly string[]).includes(call.name) ? builtins[call.name as PacBuiltinName] : undefined;
+  const result = fn?.(...(Array.isArray(call.args) ? call.args : []));
+  const primitive = result === undefined || result === null || ['string', 'number', 'boolean'].includes(typeof result);
+  return primitive ? result : null;
+}
+
+/** One worker thread holding one VM; replies are awaited one at a time, each under a hard limit. */
+class SandboxThread {
+  private readonly worker: Worker;
+  private readonly rpc: MessagePort;
+  private readonly inbox: Reply[] = [];
+  private waiter: ((reply: Reply) => void) | null = null;
+  private dead = false;
+
+  constructor(wasm: object, source: string, builtins: PacBuiltins, limits: PacLimits) {
+    const signal = new SharedArrayBuffer(4);
+    const seq = new Int32Array(signal);
+    const { port1, port2 } = new MessageChannel();
+    this.rpc = port1;
+    port1.on('message', (call: HostCall) => {
+      port1.postMessage({ id: call.id, result: answerHostCall(builtins, call) });
+      Atomics.add(seq, 0, 1);
+      Atomics.notify(seq, 0);
+    });
+    port1.unref();
+    const workerData = { rpc: port2, signal, names: [...PAC_BUILTIN_NAMES], source, limits, wasm, ...MODULE_URLS };
+    const heapMb = 128 + 2 * Math.ceil(limits.memoryBytes / 1_048_576);
+    this.worker = new Worker(WORKER_SOURCE, {
+      eval: true, workerData, transferList: [port2], stdout: true, stderr: true,
+      resourceLimits: { maxOldGenerationSizeMb: heapMb, maxYoungGenerationSizeMb: 16 },
+    });
+    this.worker.stdout.resume();
+    this.worker.stderr.resume();
+    this.worker.on('message', (reply: Reply) => this.deliver(reply));
+    this.worker.on('error', (error) => this.kill(`the PAC sandbox failed: ${error.message}`));
+    this.worker.on('exit', () => this.kill('the PAC sandbox exited'));
+    this.worker.unref();
+  }
+
+  send(message: unknown): void {
+    if (!this.dead) this.worker.postMessage(message);
+  }
+
+  /** The next reply; after `limitMs` without one, the thread is terminated and the reply is a fatal failure. */
+  next(limitMs: number): Promise<Reply> {
+    const queued = this.inbox.shift();
+    if (queued !== undefined) return Promise.resolve(queued);
+    if (this.dead) return Promise.resolve({ type: 'failed', ok: false, detail: 'the PAC sandbox is gone', fatal: true });
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.kill(`no answer within ${limitMs} ms`), limitMs);
+      this.waiter = (reply) => {
+        clearTimeout(timer);
+        this.waiter = null;
+        resolve(reply);
+      };
+    });
+  }
+
+  kill(detail: string): void {
+    if (this.dead) return;
+    this.dead = true;
+    this.worker.terminate().catch(() => undefined);
+    this.rpc.close();
+    this.waiter?.({ type: 'failed', ok: false, detail, fatal: true });
+  }
+
+  private deliver(reply: Reply): void {
+    if (this.dead) return;
+    if (this.waiter !== null) this.waiter(reply);
+    else this.inbox.push(reply);
+  }
+}
+
+/** The failure text, which may quote the script's own error message: control characters are masked for logs. */
+function detailOf(reply: Reply): string {
+  const detail = typeof reply.detail === 'string' ? reply.detail : `unexpected ${reply.type} message`;
+  return detail.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, '?');
+}
+
+async function startThread(wasm: object, source: string, builtins: PacBuiltins, limits: PacLimits): Promise<Verdict<SandboxThread>> {
+  let thread: SandboxThread;
+  try {
+    thread = new SandboxThread(wasm, source, builtins, limits);
+  } catch (error) {
+    return deny('pac_failed', `cannot start the PAC sandbox: ${(error as Error).message}`);
+  }
+  const booted = await thread.next(BOOT_LIMIT_MS);
+  const compiled = booted.type === 'booted' ? await thread.next(limits.timeoutMs + HARD_GRACE_MS) : booted;
+  if (compiled.type === 'ready') return ok(thread);
+  thread.kill('not started');
+  return deny('pac_failed', `the PAC script did not load: ${detailOf(compiled)}`);
+}
+
+function checkLimits(limits: PacLimits): string | null {
+  const { timeoutMs, memoryBytes, stackBytes } = limits;
+  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) return `PAC timeoutMs must be positive, not ${timeoutMs}`;
+  if (!Number.isInteger(memoryBytes) || memoryBytes < 262_144) return `PAC memoryBytes must be at least 256 KiB, not ${memoryBytes}`;
+  if (!Number.isInteger(stackBytes) || stackBytes < 16_384) return `PAC stackBytes must be at least 16 KiB, not ${stackBytes}`;
+  return null;
+}
+
+export class PacScript {
+  private thread: Promise<Verdict<SandboxThread>> | null = null;
+  private tail: Promise<unknown> = Promise.resolve();
+  private waiting = 0;
+  private disposed = false;
+
+  private constructor(
+    private readonly source: string,
+    private readonly builtins: PacBuiltins,
+    private readonly limits: PacLimits,
+    private readonly wasm: object,
+  ) {}
+
+  /** Loads the script in a fresh sandbox; pac_failed on a syntax error, a missing FindProxyForURL, or top-level code that fails. */
+  static async compile(source: string, port: PacHostPort, limits: PacLimits): Promise<Verdict<PacScript>> {
+    if (typeof source !== 'string' || source.trim() === '') return deny('pac_failed', 'the PAC script is empty');
+    if (source.length > MAX_PAC_SOURCE_CHARS) return deny('pac_failed', `the PAC script is longer than ${MAX_PAC_SOURCE_CHARS} characters`);
+    const invalid = checkLimits(limits);
+    if (invalid !== null) return deny('pac_failed', invalid);
+    let wasm: object;
+    try {
+      wasm = await loadEngine();
+    } catch (error) {
+      return deny('pac_failed', `cannot load the QuickJS engine: ${(error as Error).message}`);
+    }
+    const clamped = { ...limits, stackBytes: Math.min(limits.stackBytes, MAX_STACK_SIZE) };
+    const script = new PacScript(source, createPacBuiltins(port), clamped, wasm);
+    const started = await script.spawn();
+    return started.ok ? ok(script) : started;
+  }
+
+  /** The raw answer of FindProxyForURL(url, host); calls run one at a time, in order. */
+  findProxy(url: string, host: string): Promise<Verdict<string>> {
+    if (this.disposed) return Promise.resolve(deny('pac_failed', 'the PAC script was replaced or stopped'));
+    if (this.waiting >= MAX_WAITING_CALLS) return Promise.resolve(deny('pac_failed', 'too many PAC evaluations are waiting'));
+    this.waiting++;
+    const run = this.tail.then(() => this.evaluate(url, host)).catch((error: unknown) => deny<string>('pac_failed', String(error)));
+    this.tail = run.finally(() => this.waiting--);
+    return run;
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    void this.thread?.then((t) => t.ok && t.value.kill('disposed'));
+    this.thread = null;
+  }
+
+  private spawn(): Promise<Verdict<SandboxThread>> {
+    this.thread = startThread(this.wasm, this.source, this.builtins, this.limits);
+    return this.thread;
+  }
+
+  private async evaluate(url: string, host: string): Promise<Verdict<string>> {
+    if (this.disposed) return deny('pac_failed', 'the PAC script was replaced or stopped');
+    if (typeof url !== 'string' || typeof host !== 'string') return deny('pac_failed', 'FindProxyForURL needs a string url and host');
+    const ready = await (this.thread ?? this.spawn());
+    if (!ready.ok) {
+      this.thread = null; // the next call tries again
+      return deny('pac_failed', `the PAC sandbox could not be rebuilt: ${ready.detail}`);
+    }
+    const thread = ready.value;
+    thread.send({ url, host, timeoutMs: this.limits.timeoutMs });
+    const reply = await thread.next(this.limits.timeoutMs + HARD_GRACE_MS);
+    if (reply.type === 'answer' && reply.ok === true && typeof reply.value === 'string') return ok(reply.value);
+    if (reply.type !== 'answer' || reply.fatal !== false) {
+      // After a timeout, OOM or a dead thread the VM is not trusted again: replace it now, not on the next call.
+      thread.kill('replaced after a failure');
+      if (!this.disposed) void this.spawn();
+    }
+    return deny('pac_failed', `FindProxyForURL failed: ${detailOf(reply)}`);
+  }
+}

@@ -1,0 +1,104 @@
+// docs/reason-codes.md must match the Reasons and CloseReasons tables of src/core/reason.ts in both
+// directions (fastify's errors.test pattern): every code documented once, with its status and message,
+// and no documented code that the code does not know. The Proxy-Status error types are checked too.
+import { describe, expect, it } from 'vitest';
+import { CloseReasons, Reasons, type ReasonCode } from '../../src/core/index.js';
+import { proxyStatus } from '../../src/proxy/index.js';
+import { codeSpan, readDoc, readTables, type MarkdownTable } from './markdown.js';
+
+const DOC = 'docs/reason-codes.md';
+const tables = readTables(readDoc(DOC));
+
+function tableUnder(heading: string): MarkdownTable {
+  const table = tables.find((t) => t.heading === heading);
+  if (table === undefined) throw new Error(`${DOC} has no table under the heading "${heading}"`);
+  return table;
+}
+
+/** Rows keyed by the code in their first cell; duplicates are reported, not merged. */
+function rowsByCode(table: MarkdownTable): { rows: Map<string, readonly string[]>; duplicates: string[] } {
+  const rows = new Map<string, readonly string[]>();
+  const duplicates: string[] = [];
+  for (const row of table.rows) {
+    const code = codeSpan(row[0] ?? '');
+    if (code === null) throw new Error(`${DOC} "${table.heading}": first cell is not a \`code\`: ${row.join(' | ')}`);
+    if (rows.has(code)) duplicates.push(code);
+    rows.set(code, row);
+  }
+  return { rows, duplicates };
+}
+
+describe('docs/reason-codes.md: decision reason codes', () => {
+  const table = tableUnder('Decision reason codes');
+  const { rows, duplicates } = rowsByCode(table);
+  const statusColumn = table.header.indexOf('status');
+  const meaningColumn = table.header.indexOf('meaning');
+
+  it('has the columns code, status, meaning, stage', () => {
+    expect(table.header).toEqual(['code', 'status', 'meaning', 'stage']);
+  });
+
+  it('documents each code once', () => {
+    expect(duplicates).toEqual([]);
+  });
+
+  it('documents every code of Reasons', () => {
+    const missing = Object.keys(Reasons).filter((code) => !rows.has(code));
+    expect(missing, `codes missing from ${DOC}`).toEqual([]);
+  });
+
+  it('documents no code that Reasons does not have', () => {
+    const unknown = [...rows.keys()].filter((code) => !Object.hasOwn(Reasons, code));
+    expect(unknown, `codes in ${DOC} that src/core/reason.ts does not declare`).toEqual([]);
+  });
+
+  it.each(Object.entries(Reasons))('documents %s with its status and message', (code, spec) => {
+    const row = rows.get(code);
+    expect(row, `${code} is not documented`).toBeDefined();
+    expect(row?.[statusColumn]).toBe(String(spec.status));
+    expect(row?.[meaningColumn]).toContain(spec.message);
+  });
+});
+
+describe('docs/reason-codes.md: close reasons', () => {
+  const table = tableUnder('Close reasons');
+  const { rows, duplicates } = rowsByCode(table);
+  const meaningColumn = table.header.indexOf('meaning');
+
+  it('documents each close reason once, and every one of CloseReasons', () => {
+    expect(duplicates).toEqual([]);
+    expect(Object.keys(CloseReasons).filter((code) => !rows.has(code))).toEqual([]);
+  });
+
+  it('documents no close reason that CloseReasons does not have', () => {
+    expect([...rows.keys()].filter((code) => !Object.hasOwn(CloseReasons, code))).toEqual([]);
+  });
+
+  it.each(Object.entries(CloseReasons))('documents %s with its message', (code, message) => {
+    expect(meaningColumn).toBeGreaterThan(0);
+    expect(rows.get(code)?.[meaningColumn]).toContain(message);
+  });
+
+  it('keeps close reasons apart from decision reason codes', () => {
+    expect(Object.keys(CloseReasons).filter((code) => Object.hasOwn(Reasons, code))).toEqual([]);
+  });
+});
+
+describe('docs/reason-codes.md: Proxy-Status error types', () => {
+  const table = tableUnder('What the client sees');
+
+  /** error type → codes, as the doc lists them. */
+  const documented = new Map<ReasonCode, string>();
+  for (const row of table.rows) {
+    const type = codeSpan(row[0] ?? '');
+    if (type === null) continue;
+    for (const match of (row[1] ?? '').matchAll(/`([a-z_]+)`/g)) documented.set(match[1] as ReasonCode, type);
+  }
+
+  it.each(Object.keys(Reasons) as ReasonCode[])('documents the Proxy-Status of %s', (code) => {
+    const header = proxyStatus(code);
+    expect(header).toContain(`details="${code}"`);
+    const type = /; error=([a-z_]+);/.exec(header)?.[1];
+    expect(documented.get(code), `${code} sends ${header}`).toBe(type);
+  });
+});
