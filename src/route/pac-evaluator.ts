@@ -109,24 +109,18 @@ const quiet = (memory) => ({ fd_write(fd, iovs, count, written) {
 })().catch((e) => parentPort.postMessage({ type: 'failed', ...failure(e), fatal: true }));
 `;
 
-interface Reply {
-  readonly type: 'booted' | 'ready' | 'answer' | 'failed';
-  readonly ok?: boolean;
-  readonly value?: unknown;
-  readonly detail?: unknown;
-  readonly fatal?: boolean;
-}
-interface HostCall {
-  readonly id: number;
-  readonly name: string;
-  readonly args: unknown[];
-}
+type Reply = { readonly type: 'booted' | 'ready' | 'answer' | 'failed'; readonly ok?: boolean; readonly value?: unknown; readonly detail?: unknown; readonly fatal?: boolean };
+type HostCall = { readonly id: number; readonly name: string; readonly args: unknown[] };
 
+/** Runs one builtin for the sandbox; a fault here must not become an uncaught exception on this thread. */
 function answerHostCall(builtins: PacBuiltins, call: HostCall): unknown {
-  const fn = (PAC_BUILTIN_NAMES as readonly string[]).includes(call.name) ? builtins[call.name as PacBuiltinName] : undefined;
-  const result = fn?.(...(Array.isArray(call.args) ? call.args : []));
-  const primitive = result === undefined || result === null || ['string', 'number', 'boolean'].includes(typeof result);
-  return primitive ? result : null;
+  try {
+    const fn = (PAC_BUILTIN_NAMES as readonly string[]).includes(call.name) ? builtins[call.name as PacBuiltinName] : undefined;
+    const result = fn?.(...(Array.isArray(call.args) ? call.args : []));
+    return result === undefined || result === null || ['string', 'number', 'boolean'].includes(typeof result) ? result : null;
+  } catch {
+    return null;
+  }
 }
 
 /** One worker thread holding one VM; replies are awaited one at a time, each under a hard limit. */
@@ -135,7 +129,7 @@ class SandboxThread {
   private readonly rpc: MessagePort;
   private readonly inbox: Reply[] = [];
   private waiter: ((reply: Reply) => void) | null = null;
-  private dead = false;
+  dead = false;
 
   constructor(wasm: object, source: string, builtins: PacBuiltins, limits: PacLimits) {
     const signal = new SharedArrayBuffer(4);
@@ -216,12 +210,9 @@ async function startThread(wasm: object, source: string, builtins: PacBuiltins, 
   return deny('pac_failed', `the PAC script did not load: ${detailOf(compiled)}`);
 }
 
-function checkLimits(limits: PacLimits): string | null {
-  const { timeoutMs, memoryBytes, stackBytes } = limits;
-  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) return `PAC timeoutMs must be positive, not ${timeoutMs}`;
-  if (!Number.isInteger(memoryBytes) || memoryBytes < 262_144) return `PAC memoryBytes must be at least 256 KiB, not ${memoryBytes}`;
-  if (!Number.isInteger(stackBytes) || stackBytes < 16_384) return `PAC stackBytes must be at least 16 KiB, not ${stackBytes}`;
-  return null;
+function checkLimits({ timeoutMs, memoryBytes, stackBytes }: PacLimits): string | null {
+  const fine = Number.isFinite(timeoutMs) && timeoutMs > 0 && Number.isInteger(memoryBytes) && memoryBytes >= 262_144 && Number.isInteger(stackBytes) && stackBytes >= 16_384;
+  return fine ? null : `PAC limits need timeoutMs > 0, memoryBytes ≥ 256 KiB and stackBytes ≥ 16 KiB (got ${timeoutMs}, ${memoryBytes}, ${stackBytes})`;
 }
 
 export class PacScript {
@@ -230,12 +221,7 @@ export class PacScript {
   private waiting = 0;
   private disposed = false;
 
-  private constructor(
-    private readonly source: string,
-    private readonly builtins: PacBuiltins,
-    private readonly limits: PacLimits,
-    private readonly wasm: object,
-  ) {}
+  private constructor(private readonly source: string, private readonly builtins: PacBuiltins, private readonly limits: PacLimits, private readonly wasm: object) {}
 
   /** Loads the script in a fresh sandbox; pac_failed on a syntax error, a missing FindProxyForURL, or top-level code that fails. */
   static async compile(source: string, port: PacHostPort, limits: PacLimits): Promise<Verdict<PacScript>> {
@@ -243,12 +229,8 @@ export class PacScript {
     if (source.length > MAX_PAC_SOURCE_CHARS) return deny('pac_failed', `the PAC script is longer than ${MAX_PAC_SOURCE_CHARS} characters`);
     const invalid = checkLimits(limits);
     if (invalid !== null) return deny('pac_failed', invalid);
-    let wasm: object;
-    try {
-      wasm = await loadEngine();
-    } catch (error) {
-      return deny('pac_failed', `cannot load the QuickJS engine: ${(error as Error).message}`);
-    }
+    const wasm = await loadEngine().catch((error: unknown) => new Error(`cannot load the QuickJS engine: ${String(error)}`));
+    if (wasm instanceof Error) return deny('pac_failed', wasm.message);
     const clamped = { ...limits, stackBytes: Math.min(limits.stackBytes, MAX_STACK_SIZE) };
     const script = new PacScript(source, createPacBuiltins(port), clamped, wasm);
     const started = await script.spawn();
@@ -280,7 +262,8 @@ export class PacScript {
   private async evaluate(url: string, host: string): Promise<Verdict<string>> {
     if (this.disposed) return deny('pac_failed', 'the PAC script was replaced or stopped');
     if (typeof url !== 'string' || typeof host !== 'string') return deny('pac_failed', 'FindProxyForURL needs a string url and host');
-    const ready = await (this.thread ?? this.spawn());
+    let ready = await (this.thread ?? this.spawn());
+    if (ready.ok && ready.value.dead) ready = await this.spawn(); // it died while idle
     if (!ready.ok) {
       this.thread = null; // the next call tries again
       return deny('pac_failed', `the PAC sandbox could not be rebuilt: ${ready.detail}`);
