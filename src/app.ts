@@ -117,7 +117,7 @@ function selfListeners(config: Config): string[] {
 }
 
 /** Builds the runtime without listening: used by `start`, `explain` and `check-config`. */
-export async function buildRuntime(config: Config, options: AppOptions): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses }>> {
+export async function buildRuntime(config: Config, options: AppOptions): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null }>> {
   const self = new SelfAddresses(selfListeners(config));
   const compiled = compileGrants(config.grants, options.env, self);
   const hosts = compileHosts(config.dns.hosts);
@@ -136,8 +136,10 @@ export async function buildRuntime(config: Config, options: AppOptions): Promise
   const log = options.log ?? createOperationalLog(config.log.level);
   const routes = buildRoutes(config, options.env, resolver, log);
   if (!routes.ok) return routes;
+  let pacError: string | null = null;
   if (routes.value.pac !== null) {
-    await routes.value.pac.load();
+    // Without a PAC every PAC hop fails closed with pac_unavailable; refreshes may load one later.
+    if (!(await routes.value.pac.load())) pacError = routes.value.pac.lastError;
     routes.value.pac.start();
   }
   const upstreams = routes.value.upstreams;
@@ -163,7 +165,7 @@ export async function buildRuntime(config: Config, options: AppOptions): Promise
     upstream: upstreamOptions,
     relay: { idleTimeoutMs: config.timeouts.idleMs },
   };
-  return { ok: true, value: { runtime, self } };
+  return { ok: true, value: { runtime, self, pacError } };
 }
 
 export async function startApp(config: Config, options: AppOptions): Promise<SluiceApp> {

@@ -57,6 +57,10 @@ async function runCheckConfig(file: string): Promise<void> {
     process.exit(EXIT_CONFIG);
   }
   await closeRuntime(built.value.runtime);
+  if (built.value.pacError !== null) {
+    printIssues(file, [{ path: 'route.pac', message: built.value.pacError }]);
+    process.exit(EXIT_CONFIG);
+  }
   process.stdout.write(`${file}: ok (${config.listeners.length} listener(s), ${config.grants.length} grant(s), route ${config.route.mode})\n`);
 }
 

@@ -103,10 +103,7 @@ export function createPacBuiltins(port: PacHostPort): PacBuiltins {
 
 /** Glob match: `*` any run, `?` one UTF-16 unit, everything else literal (no regex, so no metacharacters). */
 function shExpMatch(text: string, pattern: string): boolean {
-  let t = 0;
-  let p = 0;
-  let star = -1;
-  let mark = 0;
+  let [t, p, star, mark] = [0, 0, -1, 0];
   for (let steps = 0; t < text.length; steps++) {
     if (steps > SHEXP_STEP_BUDGET) return false;
     if (p < pattern.length && (pattern[p] === '?' || (pattern[p] === text[t] && pattern[p] !== '*'))) {
@@ -149,7 +146,8 @@ function ipToBytes(text: string): number[] | null {
   const [left = '', right] = head.split('::');
   const lead = left === '' ? [] : left.split(':');
   const trail = right === undefined || right === '' ? [] : right.split(':');
-  const groups = right === undefined ? lead : [...lead, ...Array<string>(8 - lead.length - trail.length).fill('0'), ...trail];
+  const zeros = Array<string>(Math.max(0, 8 - lead.length - trail.length)).fill('0');
+  const groups = right === undefined ? lead : [...lead, ...zeros, ...trail];
   if (groups.length !== 8) return null;
   return groups.flatMap((g) => [parseInt(g, 16) >> 8, parseInt(g, 16) & 255]);
 }

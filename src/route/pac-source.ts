@@ -21,6 +21,7 @@ export class PacSource {
   private script: PacScript | null = null;
   private timer: NodeJS.Timeout | null = null;
   private lastText: string | null = null;
+  private loading: Promise<boolean> | null = null;
   lastError: string | null = null;
 
   constructor(private readonly options: PacSourceOptions) {}
@@ -29,8 +30,15 @@ export class PacSource {
     return this.script;
   }
 
-  /** Loads once; resolves false (with lastError set) when no usable script could be loaded. */
-  async load(): Promise<boolean> {
+  /** Loads once; resolves false (with lastError set) when no usable script could be loaded. Loads never overlap. */
+  load(): Promise<boolean> {
+    this.loading ??= this.loadOnce().finally(() => {
+      this.loading = null;
+    });
+    return this.loading;
+  }
+
+  private async loadOnce(): Promise<boolean> {
     let text: string;
     try {
       text = this.options.file !== undefined ? await readFile(this.options.file, 'utf8') : await this.options.fetchText(this.options.url ?? '', this.options.limits.timeoutMs * 10);
