@@ -1,6 +1,7 @@
 // The on-disk config format as a zod schema; the section types every module receives come from here.
 import { z } from 'zod';
-import { ADDRESS_CLASSES } from '../core/index.js';
+import { GRANTABLE_CLASSES } from '../core/index.js';
+import net from 'node:net';
 import { Defaults } from './defaults.js';
 
 const listenAddress = z
@@ -9,6 +10,14 @@ const listenAddress = z
   .refine((v) => v.startsWith('unix:') || /^(\[[0-9a-fA-F:.]+\]|[^:\s[\]]+):\d{1,5}$/.test(v), {
     message: 'expected host:port, [v6]:port or unix:/path.sock',
   });
+
+function isDnsServer(value: string): boolean {
+  if (net.isIP(value) !== 0) return true;
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([0-9.]+)):(\d{1,5})$/.exec(value);
+  if (match === null) return false;
+  const port = Number(match[3]);
+  return net.isIP(match[1] ?? match[2] ?? '') !== 0 && port >= 1 && port <= 65535;
+}
 
 const positiveMs = z.number().int().positive().max(86_400_000);
 
@@ -37,7 +46,8 @@ const grantSchema = z
     tokenEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment variable name').optional(),
     destinations: z.array(z.string().min(1)).default([]),
     unrestricted: z.boolean().default(Defaults.grant.unrestricted),
-    allowAddressClasses: z.array(z.enum(ADDRESS_CLASSES as [string, ...string[]])).default([]),
+    // unspecified, multicast and self can never be granted: listing them is an error, not a silent no-op.
+    allowAddressClasses: z.array(z.enum(GRANTABLE_CLASSES as [string, ...string[]])).default([]),
     allowAddresses: z.array(z.string().min(1)).default([]),
     requireAttestedAddress: z.boolean().default(Defaults.grant.requireAttestedAddress),
     generation: z.string().min(1).max(128).optional(),
@@ -56,7 +66,7 @@ const proxyRouteSchema = z.strictObject({
 const pacRouteSchema = z
   .strictObject({
     file: z.string().min(1).optional(),
-    url: z.string().min(1).optional(),
+    url: z.string().regex(/^https?:\/\/\S+$/i, 'expected an http:// or https:// URL').optional(),
     refreshMs: positiveMs.optional(),
     timeoutMs: positiveMs.default(Defaults.pac.timeoutMs),
     memoryBytes: z.number().int().min(1_048_576).max(1_073_741_824).default(Defaults.pac.memoryBytes),
@@ -80,7 +90,9 @@ export const configSchema = z.strictObject({
   state: z.string().min(1).default(Defaults.state),
   dns: z
     .strictObject({
-      servers: z.union([z.literal('system'), z.array(z.string().min(1)).min(1)]).default(Defaults.dns.servers),
+      servers: z
+        .union([z.literal('system'), z.array(z.string().refine(isDnsServer, { message: 'expected an IP address, IP:port or [IPv6]:port' })).min(1)])
+        .default(Defaults.dns.servers),
       timeoutMs: positiveMs.default(Defaults.dns.timeoutMs),
       hosts: z.record(z.string().min(1), z.array(z.string().min(1)).min(1)).default({}),
       cacheMaxEntries: z.number().int().min(0).max(10_000_000).default(Defaults.dns.cacheMaxEntries),

@@ -20,7 +20,8 @@ function credentialObservingOf(hop: Hop): boolean | null {
 }
 
 export function recordDecision(sink: AuditSink, ctx: ConnectionContext, hop: Hop): void {
-  const pinned = hop.dialed ?? hop.pinned[0] ?? null;
+  // Never report a pin for a hop an upstream proxy resolves: it was checked, not dialed (BRIEF scenario 3).
+  const pinned = hop.dialed ?? (attestedOf(hop) === true ? (hop.pinned[0] ?? null) : null);
   sink.write({
     v: 1,
     kind: 'decision',

@@ -41,9 +41,9 @@ function hopFor(target: string): Hop {
   const hop = new Hop(1, 'connect', 'CONNECT', target);
   let authority = target;
   let defaultPort: number | undefined;
-  if (scheme === 'https' || scheme === 'wss') {
+  if (scheme === 'https' || scheme === 'wss' || scheme === 'tcp') {
     authority = target.slice(scheme.length + 3).replace(/\/.*$/, '');
-    defaultPort = 443;
+    defaultPort = scheme === 'tcp' ? undefined : 443;
     hop.scheme = scheme;
   } else if (scheme !== undefined) {
     hop.fail('scheme_forbidden', `scheme ${scheme} is not proxied`);
@@ -57,7 +57,8 @@ function hopFor(target: string): Hop {
 
 export async function explain(rt: ProxyRuntime, grantId: string, target: string): Promise<Explanation> {
   const hop = hopFor(target);
-  hop.principal = { grantId, via: 'token' };
+  // As on a dedicated listener: an unknown grant id is reported as grant_unknown, not a token problem.
+  hop.principal = { grantId, via: 'listener' };
   const grant = rt.grants.get(grantId);
   if (hop.isAllowed && checkGrantLive(hop, grant, rt.now())) await decideDestination(rt, hop, grant);
   return {

@@ -53,6 +53,8 @@ export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: h
   socket.write(connectEstablished());
   if (opened.value.head.length > 0) socket.write(opened.value.head);
   const tunnel = new Tunnel(socket, upstream, rt.relay, head);
+  ctx.tunnel = tunnel;
   const outcome = await tunnel.done;
+  ctx.tunnel = null;
   recordClose(rt.audit, ctx, hop, { closedBy: outcome.closedBy, status: 200, bytesUp: outcome.bytesUp, bytesDown: outcome.bytesDown });
 }

@@ -1,9 +1,8 @@
 // What the request handlers need, built once by app.ts and shared by every listener.
-import type { Dispatcher } from 'undici';
 import type { AuditSink, OperationalLog } from '../audit/index.js';
 import type { TokenStore } from '../identity/index.js';
 import type { DialOptions, UpstreamOptions } from '../egress/index.js';
-import type { RelayLimits } from '../relay/index.js';
+import type { ForwardAgent, RelayLimits } from '../relay/index.js';
 import type { DecideDeps } from './decide.js';
 import type { RuntimeGrant } from './grant-table.js';
 
@@ -12,9 +11,9 @@ export interface ProxyRuntime extends DecideDeps {
   readonly tokens: TokenStore;
   readonly audit: AuditSink;
   readonly log: OperationalLog;
-  readonly forwardAgent: Dispatcher;
+  readonly forwardAgent: ForwardAgent;
   /** Forwards absolute-form requests to configured upstream proxies only. */
-  readonly upstreamAgent: Dispatcher;
+  readonly upstreamAgent: ForwardAgent;
   readonly dial: DialOptions;
   readonly upstream: UpstreamOptions;
   readonly relay: RelayLimits;

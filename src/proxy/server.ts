@@ -150,7 +150,10 @@ export async function stopListeners(listeners: readonly BoundListener[]): Promis
         new Promise<void>((resolve) => {
           l.server.close(() => resolve());
           l.server.closeAllConnections();
-          for (const socket of l.sockets) socket.destroy();
+          for (const socket of l.sockets) {
+            contextOf(socket)?.tunnel?.end('proxy_shutdown');
+            socket.destroy();
+          }
         }),
     ),
   );

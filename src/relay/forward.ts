@@ -13,6 +13,9 @@ export interface ForwardAgentOptions {
   readonly bodyTimeoutMs: number;
 }
 
+/** The HTTP client the forward relay uses; other modules hold it by this name, never by undici's. */
+export type ForwardAgent = Dispatcher;
+
 export function createForwardAgent(options: ForwardAgentOptions): Dispatcher {
   return new Agent({
     connect: options.connect as never,

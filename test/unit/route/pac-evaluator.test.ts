@@ -122,7 +122,7 @@ describe('PacScript.findProxy', () => {
     });
   });
 
-  it.each([
+  it.concurrent.for([
     ['an endless loop', 'loop'],
     ['a loop of costly native calls (interrupt handler not polled)', 'native-loop'],
     ['a memory bomb', 'memory'],
@@ -135,12 +135,19 @@ describe('PacScript.findProxy', () => {
     ['an endless microtask loop', 'microtasks'],
     ['an overlong string', 'huge'],
     ['an overlong builtin argument', 'huge-arg'],
-  ])('fails fast with pac_failed on %s, then answers the next call', async (_name, host) => {
-    const script = await load(HOSTILE);
-    const { value, ms } = await timed(() => script.findProxy(`https://${host}/`, host));
-    expect(value).toMatchObject({ ok: false, reason: 'pac_failed' });
-    expect(ms).toBeLessThan(FAIL_FAST_MS);
-    expect(await script.findProxy('https://intranet.corp/', 'intranet.corp')).toEqual({ ok: true, value: 'PROXY inner.corp:3128' });
+  ] as const)('fails fast with pac_failed on %s, then answers the next call', async ([, host], { expect }) => {
+    // Concurrent (each script has its own thread), so this test disposes its own script.
+    const compiled = await PacScript.compile(HOSTILE, recordingPort(), LIMITS);
+    if (!compiled.ok) throw new Error(compiled.detail);
+    const script = compiled.value;
+    try {
+      const { value, ms } = await timed(() => script.findProxy(`https://${host}/`, host));
+      expect(value).toMatchObject({ ok: false, reason: 'pac_failed' });
+      expect(ms).toBeLessThan(FAIL_FAST_MS);
+      expect(await script.findProxy('https://intranet.corp/', 'intranet.corp')).toEqual({ ok: true, value: 'PROXY inner.corp:3128' });
+    } finally {
+      script.dispose();
+    }
   });
 
   it('survives one failure after another', async () => {
