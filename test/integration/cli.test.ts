@@ -109,6 +109,26 @@ describe('sluice CLI', () => {
     expect(json.reason).toBe('destination_not_granted');
   });
 
+  it('explain shows the PAC answer, each route alternative and whether it is attested', () => {
+    const pac = path.join(dir, 'explain.pac');
+    fs.writeFileSync(pac, 'function FindProxyForURL(url, host) { return host == "api.test" ? "PROXY 127.0.0.1:3128; DIRECT" : "DIRECT"; }');
+    const file = write('explain-pac.yaml', { ...goodConfig(), route: { mode: 'pac', pac: { file: pac, inspectsTls: true } } });
+    const r = sluice(['explain', '--config', file, '--grant', 'sandbox-a', 'https://api.test']);
+    expect(r.stdout).toMatch(/route:\s+pac PROXY 127\.0\.0\.1:3128; DIRECT/);
+    expect(r.stdout).toMatch(/1\. proxy http:\/\/127\.0\.0\.1:3128: unattested .*credential-observing/);
+    expect(r.stdout).toMatch(/2\. direct: attested/);
+    expect(r.stdout).toMatch(/attested:\s+false/);
+    const unknown = sluice(['explain', '--config', file, '--grant', 'nobody', 'https://api.test']);
+    expect(unknown.stdout).toMatch(/decision:\s+deny 403 grant_unknown/);
+  });
+
+  it('check-config exits 2 when the PAC cannot be loaded', () => {
+    const file = write('bad-pac.yaml', { ...goodConfig(), route: { mode: 'pac', pac: { file: path.join(dir, 'missing.pac') } } });
+    const r = sluice(['check-config', file]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('route.pac');
+  });
+
   it('start serves traffic, writes audit JSON lines, and exits 0 on SIGTERM', async () => {
     const file = write('start.yaml', goodConfig());
     const child: ChildProcess = spawn(process.execPath, [BIN, 'start', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
