@@ -7,6 +7,7 @@ export const Defaults = {
   audit: { file: 'stdout' as const },
   log: { level: 'info' as const },
   state: './state',
+  admin: { drainTimeoutMs: 10_000 },
   route: { mode: 'direct' as const },
   grant: { unrestricted: false, requireAttestedAddress: false },
 } as const;

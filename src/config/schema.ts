@@ -39,19 +39,30 @@ const limitsSchema = z.strictObject({
   expiresAt: z.union([z.iso.datetime({ offset: true }), z.date()]).optional(),
 });
 
+const grantFields = {
+  destinations: z.array(z.string().min(1)).default([]),
+  unrestricted: z.boolean().default(Defaults.grant.unrestricted),
+  // unspecified, multicast and self can never be granted: listing them is an error, not a silent no-op.
+  allowAddressClasses: z.array(z.enum(GRANTABLE_CLASSES as [string, ...string[]])).default([]),
+  allowAddresses: z.array(z.string().min(1)).default([]),
+  requireAttestedAddress: z.boolean().default(Defaults.grant.requireAttestedAddress),
+  generation: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, digits, _ . : - (1-128)').optional(),
+  limits: limitsSchema.prefault({}),
+};
+
+/** A grant issued at run time (POST /v1/grants): the same fields as config, never an id or a token. */
+export const grantSpecSchema = z.strictObject({
+  ...grantFields,
+  listen: listenAddress.optional(),
+});
+export type GrantSpec = z.infer<typeof grantSpecSchema>;
+
 const grantSchema = z
   .strictObject({
     id: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, 'letters, digits, _ . - (1-128), no colon'),
     tokenSha256: z.string().regex(/^[0-9a-f]{64}$/i, 'expected 64 hex digits (SHA-256 of the token)').optional(),
     tokenEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment variable name').optional(),
-    destinations: z.array(z.string().min(1)).default([]),
-    unrestricted: z.boolean().default(Defaults.grant.unrestricted),
-    // unspecified, multicast and self can never be granted: listing them is an error, not a silent no-op.
-    allowAddressClasses: z.array(z.enum(GRANTABLE_CLASSES as [string, ...string[]])).default([]),
-    allowAddresses: z.array(z.string().min(1)).default([]),
-    requireAttestedAddress: z.boolean().default(Defaults.grant.requireAttestedAddress),
-    generation: z.string().min(1).max(128).optional(),
-    limits: limitsSchema.prefault({}),
+    ...grantFields,
   })
   .refine((g) => !(g.tokenSha256 && g.tokenEnv), { message: 'give tokenSha256 or tokenEnv, not both' });
 
@@ -85,7 +96,14 @@ const systemRouteSchema = z.strictObject({
 export const configSchema = z.strictObject({
   listeners: z.array(listenerSchema).min(1, 'at least one listener is required'),
   admin: z
-    .strictObject({ listen: listenAddress.optional(), metrics: listenAddress.optional() })
+    .strictObject({
+      listen: listenAddress.optional(),
+      metrics: listenAddress.optional(),
+      /** Required for a TCP admin listener: SHA-256 of the bearer admin token, or the variable holding it. */
+      tokenSha256: z.string().regex(/^[0-9a-f]{64}$/i, 'expected 64 hex digits (SHA-256 of the token)').optional(),
+      tokenEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment variable name').optional(),
+      drainTimeoutMs: positiveMs.default(Defaults.admin.drainTimeoutMs),
+    })
     .prefault({}),
   state: z.string().min(1).default(Defaults.state),
   dns: z

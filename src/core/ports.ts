@@ -11,3 +11,47 @@ export interface LookupAnswer extends ResolvedAddress {
 
 /** Milliseconds since an arbitrary origin, monotonic. */
 export type Clock = () => number;
+
+/** How a grant looks from the control plane: never a token or its hash. */
+export interface GrantView {
+  readonly id: string;
+  readonly source: 'config' | 'runtime';
+  readonly generation: string | null;
+  readonly destinations: readonly string[];
+  readonly unrestricted: boolean;
+  readonly allowAddressClasses: readonly string[];
+  readonly allowAddresses: readonly string[];
+  readonly requireAttestedAddress: boolean;
+  readonly limits: Readonly<Record<string, number | string>>;
+  readonly issuedAt: string;
+  readonly expiresAt: string | null;
+  readonly revokedAt: string | null;
+  /** `unix:/path` or `host:port` of the grant's dedicated listener, if any. */
+  readonly listen: string | null;
+  readonly usage: { readonly activeConnections: number; readonly connections: number; readonly bytes: number };
+}
+
+export interface ControlIssue {
+  readonly path: string;
+  readonly message: string;
+}
+
+export type ControlResult<T> =
+  | { readonly ok: true; readonly value: T }
+  | { readonly ok: false; readonly status: 400 | 404 | 409 | 500 | 503; readonly reason: string; readonly issues: readonly ControlIssue[] };
+
+/**
+ * The running proxy as the admin API sees it (STYLE: admin reaches the proxy only through this port).
+ * `spec` is a validated run-time grant (config's GrantSpec): destinations, classes, limits, generation, listen.
+ */
+export interface ProxyControl {
+  issueGrant(spec: unknown): Promise<ControlResult<{ readonly id: string; readonly token: string; readonly grant: GrantView }>>;
+  listGrants(): readonly GrantView[];
+  getGrant(id: string): GrantView | undefined;
+  /** Revokes one grant: its live tunnels and keep-alive connections end at once; it never comes back. */
+  revokeGrant(id: string): Promise<ControlResult<{ readonly grant: GrantView; readonly endedConnections: number }>>;
+  revokeGeneration(generation: string): Promise<ControlResult<{ readonly revoked: readonly string[]; readonly endedConnections: number }>>;
+  /** Validates the config file again and applies it atomically, or keeps the running config. */
+  reload(): Promise<ControlResult<{ readonly endedConnections: number }>>;
+  readiness(): { readonly ready: boolean; readonly detail: string };
+}

@@ -23,6 +23,8 @@ export const MAX_PAC_SOURCE_CHARS = 2 * 1024 * 1024;
 const MAX_RAW_ANSWER_CHARS = 65_536;
 /** Thread start, module imports and VM creation: no PAC code runs in this phase. */
 const BOOT_LIMIT_MS = 10_000;
+/** Loading also parses and rewrites the source on the host side (esprima, escodegen: ~1 s per MiB). */
+const parseAllowanceMs = (source: string): number => 2_000 + Math.ceil(source.length / 512);
 /** QuickJS polls its interrupt handler only every ~10k bytecode ticks, so a loop of costly native calls
  * (`while (1) new Array(1e6).join()`) can outlive `timeoutMs`; past this grace the thread is terminated. */
 const HARD_GRACE_MS = 250;
@@ -54,7 +56,12 @@ const { parentPort, workerData, receiveMessageOnPort } = require('node:worker_th
 const { rpc, signal, names, source, limits, wasm, qjsUrl, pacUrl } = workerData;
 const seq = new Int32Array(signal);
 const FATAL = ['interrupted', 'out of memory', 'host call timed out'];
+const ARM = -1; // "start the clock when guest code first runs", so host-side parsing is not billed to it
 let deadline = 0, nextId = 0;
+function timeLeft() {
+  if (deadline === ARM) deadline = Date.now() + limits.timeoutMs;
+  return deadline - Date.now();
+}
 function host(name, args) {
   const id = ++nextId;
   if (args.some((a) => typeof a === 'string' && a.length > ${MAX_BUILTIN_ARG_CHARS})) throw new RangeError(name + ': argument too long');
@@ -63,7 +70,7 @@ function host(name, args) {
   for (;;) {
     const seen = Atomics.load(seq, 0);
     for (let m = receiveMessageOnPort(rpc); m !== undefined; m = receiveMessageOnPort(rpc)) if (m.message.id === id) return m.message.result;
-    const left = deadline - Date.now();
+    const left = timeLeft();
     if (left <= 0) throw new Error('host call timed out');
     Atomics.wait(seq, 0, seen, left);
   }
@@ -86,11 +93,11 @@ const quiet = (memory) => ({ fd_write(fd, iovs, count, written) {
   const missing = Object.keys(pac.sandbox).filter((k) => !names.includes(k));
   if (missing.length > 0) throw new Error('pac-resolver builtins not overridden: ' + missing.join(', '));
   const vm = await QuickJS.create({ wasm, memoryLimit: limits.memoryBytes, maxStackSize: limits.stackBytes,
-    interruptHandler: () => Date.now() > deadline, wasi: quiet });
+    interruptHandler: () => timeLeft() < 0, wasi: quiet });
   const sandbox = {};
   for (const name of names) sandbox[name] = function () { return host(name, Array.prototype.slice.call(arguments)); };
   parentPort.postMessage({ type: 'booted' });
-  deadline = Date.now() + limits.timeoutMs;
+  deadline = ARM;
   let find;
   try { find = pac.createPacResolver(vm, source, { sandbox, filename: 'proxy.pac' }); } catch (e) { deadline = 0; parentPort.postMessage({ type: 'failed', ...failure(e) }); return; }
   deadline = 0;
@@ -204,7 +211,7 @@ async function startThread(wasm: object, source: string, builtins: PacBuiltins, 
     return deny('pac_failed', `cannot start the PAC sandbox: ${(error as Error).message}`);
   }
   const booted = await thread.next(BOOT_LIMIT_MS);
-  const compiled = booted.type === 'booted' ? await thread.next(limits.timeoutMs + HARD_GRACE_MS) : booted;
+  const compiled = booted.type === 'booted' ? await thread.next(limits.timeoutMs + HARD_GRACE_MS + parseAllowanceMs(source)) : booted;
   if (compiled.type === 'ready') return ok(thread);
   thread.kill('not started');
   return deny('pac_failed', `the PAC script did not load: ${detailOf(compiled)}`);
