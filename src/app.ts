@@ -1,16 +1,27 @@
 // The composition root: builds every module from the frozen config and wires them through ports.
 // The only file that knows every module; it touches no process globals (main.ts passes env and cwd).
-import { ProxyError, type LookupAll, type LookupAnswer, type UpstreamProxy } from './core/index.js';
-import type { Config, ConfigIssue } from './config/index.js';
+import net from 'node:net';
+import { ProxyError, type ControlResult, type LookupAll, type LookupAnswer, type ProxyControl } from './core/index.js';
+import { loadConfig, type Config, type ConfigIssue } from './config/index.js';
 import { canonicalizeHost } from './authority/index.js';
-import { TokenStore } from './identity/index.js';
+import { Ledger, LedgerStore, type GrantRecord } from './ledger/index.js';
 import { Resolver, SelfAddresses, createServersLookup, createSystemLookup } from './resolve/index.js';
-import { PacSource, directSelector, pacSelector, parseUpstream, proxySelector, readSystemProxy, systemSelector, type RouteSelector } from './route/index.js';
+import { buildRoutes, type PacSource } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText } from './egress/index.js';
 import { createForwardAgent } from './relay/index.js';
 import { createOperationalLog, createPinoSink, type AuditSink, type OperationalLog } from './audit/index.js';
-import { compileGrants, loadTokens, startListeners, stopListeners, type BoundListener, type ProxyRuntime } from './proxy/index.js';
-import net from 'node:net';
+import {
+  DedicatedListeners,
+  GrantRegistry,
+  checkConfigGrants,
+  configTokens,
+  createControl,
+  startListeners,
+  stopListeners,
+  type BoundListener,
+  type HttpLimits,
+  type ProxyRuntime,
+} from './proxy/index.js';
 
 export interface AppOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -19,16 +30,21 @@ export interface AppOptions {
   /** Replaces the pino audit sink (tests observe records here). */
   readonly audit?: AuditSink;
   readonly log?: OperationalLog;
+  readonly cwd?: string;
 }
 
 export interface SluiceApp {
   readonly runtime: ProxyRuntime;
   readonly listeners: readonly BoundListener[];
   readonly self: SelfAddresses;
-  close(): Promise<void>;
+  readonly control: ProxyControl;
+  readonly ledger: Ledger;
+  close(drainMs?: number): Promise<void>;
 }
 
 export type Built<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly issues: readonly ConfigIssue[] };
+
+const HTTP_LIMITS: HttpLimits = { headersTimeoutMs: 10_000, keepAliveTimeoutMs: 5_000, maxHeaderBytes: 16 * 1024 };
 
 function compileHosts(hosts: Readonly<Record<string, readonly string[]>>): Built<Map<string, LookupAnswer[]>> {
   const issues: ConfigIssue[] = [];
@@ -50,65 +66,6 @@ function compileHosts(hosts: Readonly<Record<string, readonly string[]>>): Built
   return issues.length > 0 ? { ok: false, issues } : { ok: true, value: out };
 }
 
-interface BuiltRoutes {
-  readonly selector: RouteSelector;
-  readonly upstreams: ReadonlyMap<string, UpstreamProxy>;
-  readonly pac: PacSource | null;
-}
-
-function buildRoutes(config: Config, env: AppOptions['env'], resolver: Resolver, log: OperationalLog): Built<BuiltRoutes> {
-  const route = config.route;
-  const upstreams = new Map<string, UpstreamProxy>();
-  const remember = (p: UpstreamProxy): UpstreamProxy => {
-    upstreams.set(`${p.host} ${p.port}`, p);
-    return p;
-  };
-  if (route.mode === 'proxy' && route.proxy !== undefined) {
-    const parsed = parseUpstream(route.proxy.url, route.proxy);
-    if (!parsed.ok) return { ok: false, issues: [{ path: 'route.proxy', message: parsed.message }] };
-    return { ok: true, value: { selector: proxySelector(remember(parsed.value)), upstreams, pac: null } };
-  }
-  if (route.mode === 'system') {
-    const system = readSystemProxy(env, route.system?.caFile);
-    if (!system.ok) return { ok: false, issues: system.issues.map((i) => ({ path: `route.system (${i.variable})`, message: i.message })) };
-    const inspects = route.system?.inspectsTls ?? false;
-    const mark = (p: UpstreamProxy | null): UpstreamProxy | null => (p === null ? null : remember({ ...p, inspectsTls: inspects }));
-    return { ok: true, value: { selector: systemSelector({ ...system.value, http: mark(system.value.http), https: mark(system.value.https) }), upstreams, pac: null } };
-  }
-  if (route.mode === 'pac' && route.pac !== undefined) {
-    const pacConfig = route.pac;
-    const settings = { credentialsFile: pacConfig.credentialsFile, caFile: pacConfig.caFile, inspectsTls: pacConfig.inspectsTls };
-    // Fail at load time, not on the first hop, when a PAC proxy's credentials or CA cannot be read.
-    const probe = parseUpstream('http://pac-probe.invalid:1', settings);
-    if (!probe.ok) return { ok: false, issues: [{ path: 'route.pac', message: probe.message }] };
-    const source = new PacSource({
-      file: pacConfig.file,
-      url: pacConfig.url,
-      refreshMs: pacConfig.refreshMs,
-      limits: { timeoutMs: pacConfig.timeoutMs, memoryBytes: pacConfig.memoryBytes, stackBytes: 512 * 1024 },
-      host: {
-        lookupSync: (host: string) => resolver.peek(host)?.map((a) => a.address) ?? null,
-        myIpAddress: () => pacConfig.myIpAddress,
-        now: () => new Date(),
-      },
-      fetchText,
-      onError: (message) => log.error({ route: 'pac' }, message),
-      onLoad: () => log.info({ route: 'pac' }, 'PAC script loaded'),
-    });
-    const selector = pacSelector(source, settings);
-    const trackingSelector: RouteSelector = {
-      ...selector,
-      select: async (dest, kind, scheme) => {
-        const chosen = await selector.select(dest, kind, scheme);
-        if (chosen.ok) for (const h of chosen.value.hops) if (h.kind === 'proxy') remember(h.proxy);
-        return chosen;
-      },
-    };
-    return { ok: true, value: { selector: trackingSelector, upstreams, pac: source } };
-  }
-  return { ok: true, value: { selector: directSelector(), upstreams, pac: null } };
-}
-
 function selfListeners(config: Config): string[] {
   const listens = config.listeners.map((l) => l.listen);
   if (config.admin.listen !== undefined) listens.push(config.admin.listen);
@@ -116,46 +73,48 @@ function selfListeners(config: Config): string[] {
   return listens;
 }
 
-/** Builds the runtime without listening: used by `start`, `explain` and `check-config`. */
-export async function buildRuntime(config: Config, options: AppOptions): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null }>> {
+/** Builds the runtime without listening or reading state: used by `start`, `explain` and `check-config`. */
+export async function buildRuntime(config: Config, options: AppOptions): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null; pac: PacSource | null }>> {
   const self = new SelfAddresses(selfListeners(config));
-  const compiled = compileGrants(config.grants, options.env, self);
   const hosts = compileHosts(config.dns.hosts);
-  const issues = [...(compiled.ok ? [] : compiled.issues), ...(hosts.ok ? [] : hosts.issues)];
-  if (!compiled.ok || !hosts.ok) return { ok: false, issues };
-  const tokens = new TokenStore();
-  loadTokens(tokens, compiled.value.tokens);
+  const issues = [...checkConfigGrants(config.grants, options.env, self), ...(hosts.ok ? [] : hosts.issues)];
+  if (!hosts.ok || issues.length > 0) return { ok: false, issues };
   const lookup =
     options.lookup ??
     (config.dns.servers === 'system'
       ? createSystemLookup(Math.floor(config.dns.systemTtlMs / 1000))
       : createServersLookup(config.dns.servers, config.dns.timeoutMs));
   const resolver = new Resolver(lookup, { ...config.dns, hosts: hosts.value }, () => performance.now());
-  const dialOptions = { timeoutMs: config.timeouts.dialMs };
-  const upstreamOptions = { timeoutMs: config.timeouts.upstreamMs };
   const log = options.log ?? createOperationalLog(config.log.level);
-  const routes = buildRoutes(config, options.env, resolver, log);
+  const routes = buildRoutes(config.route, options.env, {
+    lookupSync: (host) => resolver.peek(host)?.map((a) => a.address) ?? null,
+    fetchText,
+    onPacError: (message) => log.error({ route: 'pac' }, message),
+    onPacLoad: () => log.info({ route: 'pac' }, 'PAC script loaded'),
+  });
   if (!routes.ok) return routes;
   let pacError: string | null = null;
-  if (routes.value.pac !== null) {
+  const pac = routes.value.pac;
+  if (pac !== null) {
     // Without a PAC every PAC hop fails closed with pac_unavailable; refreshes may load one later.
-    if (!(await routes.value.pac.load())) pacError = routes.value.pac.lastError;
-    routes.value.pac.start();
+    if (!(await pac.load())) pacError = pac.lastError;
+    pac.start();
   }
   const upstreams = routes.value.upstreams;
+  const dialOptions = { timeoutMs: config.timeouts.dialMs };
+  const upstreamOptions = { timeoutMs: config.timeouts.upstreamMs };
+  const registry = new GrantRegistry(self, Date.now);
+  const tokens = configTokens(config.grants, options.env);
+  if (!tokens.ok) return tokens;
+  installConfigGrants(registry, config, tokens.value, new Set());
   const runtime: ProxyRuntime = {
-    grants: compiled.value.grants,
-    tokens,
+    registry,
     resolver,
     routes: routes.value.selector,
     now: Date.now,
     audit: options.audit ?? createPinoSink(config.audit.file),
     log,
-    forwardAgent: createForwardAgent({
-      connect: createPinnedConnector(dialOptions),
-      headersTimeoutMs: config.timeouts.originResponseMs,
-      bodyTimeoutMs: config.timeouts.idleMs,
-    }),
+    forwardAgent: createForwardAgent({ connect: createPinnedConnector(dialOptions), headersTimeoutMs: config.timeouts.originResponseMs, bodyTimeoutMs: config.timeouts.idleMs }),
     upstreamAgent: createForwardAgent({
       connect: createUpstreamConnector((host, port) => upstreams.get(`${host} ${port}`), (proxy) => connectToProxy(proxy, upstreamOptions)),
       headersTimeoutMs: config.timeouts.originResponseMs,
@@ -165,30 +124,92 @@ export async function buildRuntime(config: Config, options: AppOptions): Promise
     upstream: upstreamOptions,
     relay: { idleTimeoutMs: config.timeouts.idleMs },
   };
-  return { ok: true, value: { runtime, self, pacError } };
+  return { ok: true, value: { runtime, self, pacError, pac } };
+}
+
+/** Installs config grants, replacing earlier config grants; `revoked` ids load revoked. Returns connections ended. */
+function installConfigGrants(registry: GrantRegistry, config: Config, tokens: ReadonlyMap<string, Buffer>, revoked: ReadonlySet<string>): number {
+  const compiled = config.grants.map((section, i) => {
+    const { id, tokenSha256: _h, tokenEnv: _e, ...spec } = section;
+    const result = registry.compile({ id, spec, revoked: revoked.has(id), tokenSha256: null }, `grants[${i}]`);
+    if (!result.ok) throw new ProxyError('ERR_CONFIG_INVALID', result.issues.map((x) => `${x.path}: ${x.message}`).join('\n'));
+    return { grant: result.value, tokenSha256: tokens.get(id) ?? null };
+  });
+  return registry.install(compiled);
+}
+
+function installRecord(registry: GrantRegistry, record: GrantRecord, log: OperationalLog): void {
+  const compiled = registry.compile({ id: record.id, spec: record.spec, revoked: record.revokedAt !== null, tokenSha256: null }, '');
+  if (!compiled.ok) {
+    log.error({ grant: record.id }, 'a stored grant no longer compiles; it stays unusable');
+    return;
+  }
+  registry.install([{ grant: compiled.value, tokenSha256: record.tokenSha256 === null ? null : Buffer.from(record.tokenSha256, 'hex') }]);
 }
 
 export async function startApp(config: Config, options: AppOptions): Promise<SluiceApp> {
   const built = await buildRuntime(config, options);
-  if (!built.ok) {
-    throw new ProxyError('ERR_CONFIG_INVALID', built.issues.map((i) => `${i.path}: ${i.message}`).join('\n'));
-  }
-  const { runtime, self } = built.value;
-  const listeners = await startListeners(runtime, config.listeners, {
-    headersTimeoutMs: config.timeouts.headersMs,
-    keepAliveTimeoutMs: 5_000,
-    maxHeaderBytes: 16 * 1024,
-  });
+  if (!built.ok) throw new ProxyError('ERR_CONFIG_INVALID', built.issues.map((i) => `${i.path}: ${i.message}`).join('\n'));
+  const { runtime, self, pac } = built.value;
+  const registry = runtime.registry;
+  const ledger = await Ledger.open(new LedgerStore(config.state));
+  ledger.setConfigGrants(config.grants);
+  // Revocations outlive restarts: a config grant revoked at run time loads revoked.
+  const revokedConfig = new Set(ledger.list().filter((r) => r.source === 'config' && r.revokedAt !== null).map((r) => r.id));
+  const tokens = configTokens(config.grants, options.env);
+  if (!tokens.ok) throw new ProxyError('ERR_CONFIG_INVALID', tokens.issues.map((i) => `${i.path}: ${i.message}`).join('\n'));
+  installConfigGrants(registry, config, tokens.value, revokedConfig);
+  for (const record of ledger.list()) if (record.source === 'runtime') installRecord(registry, record, runtime.log);
+
+  const listeners = await startListeners(runtime, config.listeners, HTTP_LIMITS);
   for (const l of listeners) self.add(l.address);
+  const dedicated = new DedicatedListeners(runtime, HTTP_LIMITS, self);
+  for (const record of ledger.list()) {
+    const listen = record.spec.listen;
+    if (record.source === 'runtime' && record.revokedAt === null && listen !== undefined) {
+      await dedicated.open(record.id, listen).catch((error: Error) => runtime.log.error({ grant: record.id }, `cannot reopen dedicated listener: ${error.message}`));
+    }
+  }
+
+  let current = config;
+  async function reload(): Promise<ControlResult<{ endedConnections: number }>> {
+    const loaded = await loadConfig(current.sourcePath, options.cwd ?? '/');
+    if (!loaded.ok) return { ok: false, status: 400, reason: 'config_invalid', issues: loaded.issues };
+    const next = loaded.config;
+    const nextIssues = checkConfigGrants(next.grants, options.env, self);
+    const nextTokens = configTokens(next.grants, options.env);
+    if (nextIssues.length > 0 || !nextTokens.ok) return { ok: false, status: 400, reason: 'config_invalid', issues: nextIssues };
+    // Apply atomically: the ledger and the grants in force change together, and only grants change.
+    const dropped = current.grants.map((g) => g.id).filter((id) => !next.grants.some((g) => g.id === id) && ledger.get(id)?.source === 'config');
+    ledger.setConfigGrants(next.grants);
+    const revoked = new Set(ledger.list().filter((r) => r.source === 'config' && r.revokedAt !== null).map((r) => r.id));
+    let ended = registry.remove(dropped, 'grant_changed');
+    ended += installConfigGrants(registry, next, nextTokens.value, revoked);
+    current = next;
+    runtime.log.info({ endedConnections: ended }, 'config reloaded (grants applied; listener, route and dns changes need a restart)');
+    return { ok: true, value: { endedConnections: ended } };
+  }
+
+  const control = createControl({
+    ledger,
+    registry,
+    dedicated,
+    reload,
+    readiness: () => (pac !== null && pac.current === null ? { ready: false, detail: 'no PAC script loaded' } : { ready: true, detail: 'listening' }),
+  });
+
   let closed = false;
   return {
     runtime,
     listeners,
     self,
-    async close() {
+    control,
+    ledger,
+    async close(drainMs = 0) {
       if (closed) return;
       closed = true;
-      await stopListeners(listeners);
+      await Promise.all([stopListeners(listeners, drainMs), dedicated.closeAll(drainMs)]);
+      registry.close();
       runtime.routes.close();
       await runtime.forwardAgent.close();
       await runtime.upstreamAgent.close();

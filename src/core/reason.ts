@@ -12,6 +12,10 @@ export const Reasons = {
   principal_changed: { status: 403, message: 'a later request on this connection presented another principal' },
   grant_unknown: { status: 403, message: 'the listener is bound to a grant that does not exist' },
   grant_expired: { status: 403, message: 'the grant has expired' },
+  grant_revoked: { status: 403, message: 'the grant has been revoked' },
+  connection_limit_reached: { status: 429, message: 'the grant already has its maximum number of concurrent connections' },
+  connection_quota_exhausted: { status: 429, message: 'the grant has used its maximum number of connections' },
+  byte_limit_reached: { status: 429, message: 'the grant has used its byte budget' },
   request_malformed: { status: 400, message: 'the request is not a well-formed proxy request' },
   destination_malformed: { status: 400, message: 'the destination is not a valid scheme, host and port' },
   scheme_forbidden: { status: 400, message: 'this scheme cannot be requested in absolute form; use CONNECT' },
@@ -59,6 +63,11 @@ export const CloseReasons = {
   idle_timeout: 'no bytes moved in either direction for the idle timeout',
   proxy_shutdown: 'Sluice is shutting down',
   response_error: 'the forwarded response failed mid-stream',
+  grant_revoked: 'the grant was revoked while the connection was live',
+  grant_expired: 'the grant expired while the connection was live',
+  grant_changed: 'a reload changed the grant so that it no longer allows this connection',
+  byte_limit: 'the grant passed its maxBytes budget',
+  duration_limit: 'the connection passed the grant’s maxDurationMs',
 } as const satisfies Record<string, string>;
 
 export type CloseReason = keyof typeof CloseReasons;

@@ -2,6 +2,7 @@
 import type net from 'node:net';
 import type { CloseReason, Principal } from '../core/index.js';
 import type { ListenerIdentity } from '../identity/index.js';
+import type { Hop } from './hop.js';
 
 let nextId = 0;
 
@@ -10,6 +11,13 @@ export class ConnectionContext {
   hops = 0;
   /** The live CONNECT tunnel on this connection, so shutdown and revocation can end it with a reason. */
   tunnel: { end(reason: CloseReason): void } | null = null;
+  /** The hop the live tunnel carries, so a reload can re-check it against a changed grant. */
+  tunnelHop: Hop | null = null;
+  /** The grant this connection is attached to (counted against its budgets). */
+  grantId: string | null = null;
+  /** Why the connection was ended from outside (revocation, expiry, limits), for its close record. */
+  endedBy: CloseReason | null = null;
+  private durationTimer: NodeJS.Timeout | null = null;
   readonly id: string;
   readonly acceptedAtMs = Date.now();
 
@@ -20,6 +28,22 @@ export class ConnectionContext {
   ) {
     nextId += 1;
     this.id = `c${nextId.toString(36)}`;
+  }
+
+  /** Ends the connection now: its tunnel (with the reason in its close record) and the client socket. */
+  end(reason: CloseReason): void {
+    this.endedBy ??= reason;
+    this.tunnel?.end(reason);
+    this.socket.destroy();
+  }
+
+  limitDuration(ms: number): void {
+    if (this.durationTimer !== null) return;
+    this.durationTimer = setTimeout(() => this.end('duration_limit'), ms);
+    this.durationTimer.unref();
+    this.socket.once('close', () => {
+      if (this.durationTimer !== null) clearTimeout(this.durationTimer);
+    });
   }
 
   nextHop(): number {

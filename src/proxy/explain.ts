@@ -59,7 +59,7 @@ export async function explain(rt: ProxyRuntime, grantId: string, target: string)
   const hop = hopFor(target);
   // As on a dedicated listener: an unknown grant id is reported as grant_unknown, not a token problem.
   hop.principal = { grantId, via: 'listener' };
-  const grant = rt.grants.get(grantId);
+  const grant = rt.registry.grants.get(grantId);
   if (hop.isAllowed && checkGrantLive(hop, grant, rt.now())) await decideDestination(rt, hop, grant);
   return {
     grant: grantId,

@@ -1,9 +1,9 @@
-// Compiles grants (from config now, from the ledger later) into what a hop consults: the authority set,
-// the address policy and the token hash. Compiled once per grant; lookups are a map get.
-import { sha256, type TokenStore } from '../identity/index.js';
+// Compiles one grant (from config or the ledger) into what a hop consults: the authority set and the
+// address policy. Compiled once per grant; a hop's lookup is a map get.
+import { sha256 } from '../identity/index.js';
 import { compileAuthoritySet, type AuthoritySet } from '../authority/index.js';
 import { compileAddressPolicy, type AddressPolicy, type SelfAddresses } from '../resolve/index.js';
-import type { GrantSection, GrantLimits, ConfigIssue } from '../config/index.js';
+import type { GrantSection, GrantLimits, ConfigIssue, GrantSpec } from '../config/index.js';
 
 export interface RuntimeGrant {
   readonly id: string;
@@ -11,13 +11,9 @@ export interface RuntimeGrant {
   readonly addressPolicy: AddressPolicy;
   readonly requireAttestedAddress: boolean;
   readonly expiresAtMs: number | null;
+  readonly revoked: boolean;
   readonly limits: GrantLimits;
   readonly generation: string | null;
-}
-
-export interface CompiledGrants {
-  readonly grants: ReadonlyMap<string, RuntimeGrant>;
-  readonly tokens: ReadonlyMap<string, Buffer>;
 }
 
 function expiresAtMs(value: string | Date | undefined): number | null {
@@ -25,41 +21,54 @@ function expiresAtMs(value: string | Date | undefined): number | null {
   return value instanceof Date ? value.getTime() : Date.parse(value);
 }
 
-export function compileGrants(
-  sections: readonly GrantSection[],
-  env: Readonly<Record<string, string | undefined>>,
-  self: SelfAddresses,
-): { ok: true; value: CompiledGrants } | { ok: false; issues: ConfigIssue[] } {
+/** `prefix` names the grant in issues: `grants[3]` for config, `` for an admin request body. */
+export function compileGrant(id: string, spec: GrantSpec, revoked: boolean, self: SelfAddresses, prefix: string): { ok: true; value: RuntimeGrant } | { ok: false; issues: ConfigIssue[] } {
   const issues: ConfigIssue[] = [];
-  const grants = new Map<string, RuntimeGrant>();
+  const at = (key: string): string => (prefix === '' ? key : `${prefix}.${key}`);
+  const authority = compileAuthoritySet(spec.destinations, spec.unrestricted);
+  if (!authority.ok) for (const issue of authority.issues) issues.push({ path: at(`destinations[${issue.index}]`), message: issue.message });
+  const policy = compileAddressPolicy(spec.allowAddressClasses, spec.allowAddresses, self);
+  if (!policy.ok) for (const issue of policy.issues) issues.push({ path: at(`allowAddresses[${issue.index}]`), message: issue.message });
+  if (!authority.ok || !policy.ok) return { ok: false, issues };
+  return {
+    ok: true,
+    value: {
+      id,
+      authority: authority.value,
+      addressPolicy: policy.value,
+      requireAttestedAddress: spec.requireAttestedAddress,
+      expiresAtMs: expiresAtMs(spec.limits.expiresAt),
+      revoked,
+      limits: spec.limits,
+      generation: spec.generation ?? null,
+    },
+  };
+}
+
+/** The token hash of each config grant: tokenSha256, or SHA-256 of the variable tokenEnv names. */
+export function configTokens(sections: readonly GrantSection[], env: Readonly<Record<string, string | undefined>>): { ok: true; value: Map<string, Buffer> } | { ok: false; issues: ConfigIssue[] } {
+  const issues: ConfigIssue[] = [];
   const tokens = new Map<string, Buffer>();
   sections.forEach((section, i) => {
-    const authority = compileAuthoritySet(section.destinations, section.unrestricted);
-    if (!authority.ok) for (const issue of authority.issues) issues.push({ path: `grants[${i}].destinations[${issue.index}]`, message: issue.message });
-    const policy = compileAddressPolicy(section.allowAddressClasses, section.allowAddresses, self);
-    if (!policy.ok) for (const issue of policy.issues) issues.push({ path: `grants[${i}].allowAddresses[${issue.index}]`, message: issue.message });
     if (section.tokenSha256 !== undefined) tokens.set(section.id, Buffer.from(section.tokenSha256, 'hex'));
     else if (section.tokenEnv !== undefined) {
       const token = env[section.tokenEnv];
       if (token === undefined || token === '') issues.push({ path: `grants[${i}].tokenEnv`, message: `environment variable ${section.tokenEnv} is not set` });
       else tokens.set(section.id, sha256(token));
     }
-    if (authority.ok && policy.ok) {
-      grants.set(section.id, {
-        id: section.id,
-        authority: authority.value,
-        addressPolicy: policy.value,
-        requireAttestedAddress: section.requireAttestedAddress,
-        expiresAtMs: expiresAtMs(section.limits.expiresAt),
-        limits: section.limits,
-        generation: section.generation ?? null,
-      });
-    }
   });
-  if (issues.length > 0) return { ok: false, issues };
-  return { ok: true, value: { grants, tokens } };
+  return issues.length > 0 ? { ok: false, issues } : { ok: true, value: tokens };
 }
 
-export function loadTokens(store: TokenStore, tokens: ReadonlyMap<string, Buffer>): void {
-  for (const [grantId, hash] of tokens) store.set(grantId, hash);
+/** Validates every config grant (check-config and start) without installing anything. */
+export function checkConfigGrants(sections: readonly GrantSection[], env: Readonly<Record<string, string | undefined>>, self: SelfAddresses): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  sections.forEach((section, i) => {
+    const { id, tokenSha256: _h, tokenEnv: _e, ...spec } = section;
+    const compiled = compileGrant(id, spec, false, self, `grants[${i}]`);
+    if (!compiled.ok) issues.push(...compiled.issues);
+  });
+  const tokens = configTokens(sections, env);
+  if (!tokens.ok) issues.push(...tokens.issues);
+  return issues;
 }

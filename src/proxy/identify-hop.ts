@@ -13,7 +13,7 @@ export function identifyHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, 
   if (ctx.principal !== null && header === undefined) {
     hop.principal = ctx.principal;
   } else {
-    const verdict = identify(ctx.identity, rt.tokens, header);
+    const verdict = identify(ctx.identity, rt.registry.tokens, header);
     if (!verdict.ok) {
       hop.fail(verdict.reason, verdict.detail);
       return null;
@@ -25,6 +25,15 @@ export function identifyHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, 
     hop.principal = verdict.value;
     ctx.principal = verdict.value;
   }
-  const grant = rt.grants.get(hop.principal.grantId);
-  return checkGrantLive(hop, grant, rt.now()) ? grant : null;
+  const grant = rt.registry.grants.get(hop.principal.grantId);
+  if (!checkGrantLive(hop, grant, rt.now())) return null;
+  if (ctx.grantId === null) {
+    // The first hop that names the principal attaches the connection to its grant's budgets.
+    const attached = rt.registry.attach(ctx, grant);
+    if (!attached.ok) {
+      hop.fail(attached.reason, attached.detail);
+      return null;
+    }
+  }
+  return grant;
 }

@@ -7,3 +7,6 @@ export * from './runtime.js';
 export * from './server.js';
 export * from './connection-context.js';
 export * from './explain.js';
+export * from './grant-registry.js';
+export * from './dedicated-listeners.js';
+export * from './control.js';

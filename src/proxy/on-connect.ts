@@ -3,7 +3,8 @@
 import type http from 'node:http';
 import type net from 'node:net';
 import { parseConnectTarget } from '../authority/index.js';
-import { Tunnel } from '../relay/index.js';
+import { Tunnel, type ByteBudget, type RelayLimits } from '../relay/index.js';
+import type { RuntimeGrant } from './grant-table.js';
 import { recordClose, recordDecision } from './audit-hop.js';
 import type { ConnectionContext } from './connection-context.js';
 import { decideDestination } from './decide.js';
@@ -16,6 +17,16 @@ import type { ProxyRuntime } from './runtime.js';
 function deny(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, socket: net.Socket): void {
   recordDecision(rt.audit, ctx, hop);
   writeSocketDenial(socket, { reason: hop.reason, destination: hop.canonical?.key ?? null, grant: hop.principal?.grantId ?? null });
+}
+
+function relayLimits(rt: ProxyRuntime, grant: RuntimeGrant): RelayLimits {
+  const idle = grant.limits.idleTimeoutMs;
+  return idle === undefined || idle >= rt.relay.idleTimeoutMs ? rt.relay : { idleTimeoutMs: idle };
+}
+
+function byteBudget(rt: ProxyRuntime, grant: RuntimeGrant): ByteBudget | null {
+  if (grant.limits.maxBytes === undefined) return null;
+  return { take: (bytes) => rt.registry.addBytes(grant.id, bytes) };
 }
 
 export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
@@ -52,9 +63,14 @@ export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: h
   recordDecision(rt.audit, ctx, hop);
   socket.write(connectEstablished());
   if (opened.value.head.length > 0) socket.write(opened.value.head);
-  const tunnel = new Tunnel(socket, upstream, rt.relay, head);
+  const tunnel = new Tunnel(socket, upstream, relayLimits(rt, grant), head, byteBudget(rt, grant));
   ctx.tunnel = tunnel;
+  ctx.tunnelHop = hop;
+  // Revoked or expired while dialing: the registry could not see this tunnel yet.
+  if (ctx.endedBy !== null) tunnel.end(ctx.endedBy);
   const outcome = await tunnel.done;
   ctx.tunnel = null;
+  ctx.tunnelHop = null;
+  if (grant.limits.maxBytes === undefined) rt.registry.addBytes(grant.id, outcome.bytesUp + outcome.bytesDown);
   recordClose(rt.audit, ctx, hop, { closedBy: outcome.closedBy, status: 200, bytesUp: outcome.bytesUp, bytesDown: outcome.bytesDown });
 }

@@ -51,6 +51,10 @@ export async function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: h
     return deny(rt, ctx, hop, req, res);
   }
   if (!(await decideDestination(rt, hop, grant))) return deny(rt, ctx, hop, req, res);
+  if (rt.registry.bytesLeft(grant.id) <= 0) {
+    hop.fail('byte_limit_reached', `maxBytes ${grant.limits.maxBytes ?? 0}`);
+    return deny(rt, ctx, hop, req, res);
+  }
 
   const result = await forwardOverRoute(rt, hop, req, res, target.value.pathAndQuery);
   hop.dialUs = hop.elapsedUs();
@@ -62,6 +66,7 @@ export async function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: h
     hop.fail(result.reason, result.detail);
     return deny(rt, ctx, hop, req, res);
   }
+  rt.registry.addBytes(grant.id, result.bytesUp + result.bytesDown);
   recordDecision(rt.audit, ctx, hop);
   recordClose(rt.audit, ctx, hop, {
     closedBy: result.closedBy ?? 'completed',

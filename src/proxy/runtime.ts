@@ -1,14 +1,12 @@
 // What the request handlers need, built once by app.ts and shared by every listener.
 import type { AuditSink, OperationalLog } from '../audit/index.js';
-import type { TokenStore } from '../identity/index.js';
 import type { DialOptions, UpstreamOptions } from '../egress/index.js';
 import type { ForwardAgent, RelayLimits } from '../relay/index.js';
 import type { DecideDeps } from './decide.js';
-import type { RuntimeGrant } from './grant-table.js';
+import type { GrantRegistry } from './grant-registry.js';
 
 export interface ProxyRuntime extends DecideDeps {
-  readonly grants: ReadonlyMap<string, RuntimeGrant>;
-  readonly tokens: TokenStore;
+  readonly registry: GrantRegistry;
   readonly audit: AuditSink;
   readonly log: OperationalLog;
   readonly forwardAgent: ForwardAgent;

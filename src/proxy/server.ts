@@ -143,18 +143,36 @@ export async function startListeners(rt: ProxyRuntime, sections: readonly Listen
   return bound;
 }
 
-export async function stopListeners(listeners: readonly BoundListener[]): Promise<void> {
-  await Promise.all(
-    listeners.map(
-      (l) =>
-        new Promise<void>((resolve) => {
-          l.server.close(() => resolve());
-          l.server.closeAllConnections();
-          for (const socket of l.sockets) {
-            contextOf(socket)?.tunnel?.end('proxy_shutdown');
-            socket.destroy();
-          }
-        }),
-    ),
-  );
+/**
+ * Stops accepting at once, lets live connections finish for up to `drainMs`, then ends the rest
+ * (tunnels record proxy_shutdown). Unix socket files are removed by server.close().
+ */
+export async function stopListeners(listeners: readonly BoundListener[], drainMs = 0): Promise<void> {
+  const closed = listeners.map((l) => new Promise<void>((resolve) => l.server.close(() => resolve())));
+  for (const l of listeners) l.server.closeIdleConnections();
+  if (drainMs > 0) await drained(listeners, drainMs);
+  for (const l of listeners) {
+    l.server.closeAllConnections();
+    for (const socket of l.sockets) {
+      contextOf(socket)?.tunnel?.end('proxy_shutdown');
+      socket.destroy();
+    }
+  }
+  await Promise.all(closed);
+}
+
+function drained(listeners: readonly BoundListener[], drainMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const deadline = setTimeout(finish, drainMs);
+    const check = (): void => {
+      if (listeners.every((l) => l.sockets.size === 0)) finish();
+    };
+    const poll = setInterval(check, 25);
+    function finish(): void {
+      clearTimeout(deadline);
+      clearInterval(poll);
+      resolve();
+    }
+    check();
+  });
 }

@@ -8,6 +8,15 @@ export interface RelayLimits {
   readonly idleTimeoutMs: number;
 }
 
+/**
+ * A byte budget shared by a grant's tunnels. Only tunnels of grants with maxBytes pay for per-chunk
+ * counting; all others are plain pipes.
+ */
+export interface ByteBudget {
+  /** Counts bytes; false once the budget is spent. */
+  take(bytes: number): boolean;
+}
+
 export interface RelayOutcome {
   readonly bytesUp: number;
   readonly bytesDown: number;
@@ -27,6 +36,7 @@ export class Tunnel {
     private readonly upstream: net.Socket,
     limits: RelayLimits,
     head: Buffer,
+    private readonly budget: ByteBudget | null = null,
   ) {
     this.clientBytesBefore = client.bytesRead - head.length;
     this.upstreamBytesBefore = upstream.bytesRead;
@@ -38,6 +48,13 @@ export class Tunnel {
     client.setNoDelay(true);
     this.wire(client, 'client');
     this.wire(upstream, 'origin');
+    if (budget !== null) {
+      const count = (chunk: Buffer): void => {
+        if (!budget.take(chunk.length)) this.end('byte_limit');
+      };
+      client.on('data', count);
+      upstream.on('data', count);
+    }
     if (head.length > 0) upstream.write(head);
     client.pipe(upstream);
     upstream.pipe(client);

@@ -6,3 +6,4 @@ export * from './system-proxy.js';
 export * from './pac-source.js';
 export * from './pac-evaluator.js';
 export * from './pac-answer.js';
+export * from './build-routes.js';

@@ -40,6 +40,7 @@ describe('sluice CLI', () => {
   });
 
   const goodConfig = (): Record<string, unknown> => ({
+    state: path.join(dir, 'state'),
     listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }],
     dns: { hosts: { 'api.test': ['127.0.0.1'], 'private.test': ['10.1.2.3'] } },
     audit: { file: 'stdout' },

@@ -1,7 +1,9 @@
 // Starts Sluice in-process for a test: config from an object (validated like a file), DNS answered by
 // a fixed table that maps test names to loopback, audit records collected in memory.
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { createHash } from 'node:crypto';
 import { stringify } from 'yaml';
 import { parseConfigText } from '../../src/config/index.js';
 import { ProxyError, type LookupAll, type LookupAnswer } from '../../src/core/index.js';
@@ -13,6 +15,7 @@ export interface TestSluice {
   /** Port of the first TCP listener. */
   readonly port: number;
   readonly records: AuditRecordV1[];
+  readonly stateDir: string;
   decisions(): DecisionRecordV1[];
   closes(): CloseRecordV1[];
   close(): Promise<void>;
@@ -31,8 +34,11 @@ export function tableLookup(table: Record<string, readonly string[]>, counter?: 
 export const silentLog = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
 export async function startSluice(config: Record<string, unknown>, options: { lookup?: LookupAll; env?: Record<string, string> } = {}): Promise<TestSluice> {
+  // Each instance gets its own state dir, so ledgers (revocations) never leak between tests.
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-state-'));
   const withDefaults = {
     listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }],
+    state: stateDir,
     ...config,
   };
   const parsed = parseConfigText(stringify(withDefaults), path.join(os.tmpdir(), 'sluice-test.yaml'), os.tmpdir());
@@ -52,16 +58,15 @@ export async function startSluice(config: Record<string, unknown>, options: { lo
     records,
     decisions: () => records.filter((r): r is DecisionRecordV1 => r.kind === 'decision'),
     closes: () => records.filter((r): r is CloseRecordV1 => r.kind === 'close'),
-    close: () => app.close(),
+    stateDir: String(parsed.config.state),
+    close: async () => {
+      await app.close();
+      if (parsed.config.state === stateDir) fs.rmSync(stateDir, { recursive: true, force: true });
+    },
   };
 }
 
 /** A grant's tokenSha256 for a known test token. */
-export { sha256 } from '../../src/identity/index.js';
 export function tokenHash(token: string): string {
-  return createHashHex(token);
-}
-import { createHash } from 'node:crypto';
-function createHashHex(token: string): string {
   return createHash('sha256').update(token).digest('hex');
 }

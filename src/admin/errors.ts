@@ -1,0 +1,39 @@
+// The admin API's own error codes and their HTTP statuses, declared once; never carries a token or a body.
+import type { ControlIssue } from '../core/index.js';
+
+/** Errors the admin layer itself answers with; `ProxyControl` failures pass their own `reason` through. */
+export const AdminErrors = {
+  admin_token_invalid: { status: 401, message: 'missing or wrong admin bearer token' },
+  not_found: { status: 404, message: 'no such admin route' },
+  method_not_allowed: { status: 405, message: 'the route exists but not with this method' },
+  body_too_large: { status: 413, message: 'request body is larger than 64 KiB' },
+  body_invalid_json: { status: 400, message: 'request body is not valid JSON' },
+  grant_invalid: { status: 400, message: 'the grant spec does not validate' },
+  grant_id_invalid: { status: 400, message: 'the grant id in the path is malformed' },
+  generation_invalid: { status: 400, message: 'the generation in the path is malformed' },
+  grant_not_found: { status: 404, message: 'no grant with this id' },
+  internal_error: { status: 500, message: 'the admin handler failed; see the sluice log' },
+} as const satisfies Record<string, { readonly status: number; readonly message: string }>;
+export type AdminErrorCode = keyof typeof AdminErrors;
+
+/** The body of every error answer: a stable machine code plus key-path issues. */
+export interface AdminErrorBody {
+  readonly error: string;
+  readonly issues?: readonly ControlIssue[];
+}
+
+export interface AdminReply {
+  readonly status: number;
+  readonly body: unknown;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+export function errorReply(code: AdminErrorCode, issues?: readonly ControlIssue[], headers?: Readonly<Record<string, string>>): AdminReply {
+  const body: AdminErrorBody = issues === undefined ? { error: code } : { error: code, issues };
+  return headers === undefined ? { status: AdminErrors[code].status, body } : { status: AdminErrors[code].status, body, headers };
+}
+
+/** A `ProxyControl` failure keeps its own status and reason code. */
+export function controlFailureReply(failure: { readonly status: number; readonly reason: string; readonly issues: readonly ControlIssue[] }): AdminReply {
+  return { status: failure.status, body: { error: failure.reason, issues: failure.issues } satisfies AdminErrorBody };
+}

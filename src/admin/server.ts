@@ -1,0 +1,137 @@
+// The admin HTTP/1.1 server: authenticates, routes and answers JSON; reaches the proxy only through ProxyControl and never logs a token or a body.
+import http from 'node:http';
+import type net from 'node:net';
+import type { OperationalLog } from '../audit/index.js';
+import type { ProxyControl } from '../core/index.js';
+import { isAdminTokenValid } from './auth.js';
+import { errorReply, type AdminReply } from './errors.js';
+import { parseJsonBody, readBody, sendJson } from './http-io.js';
+import { bindAdminServer, isUnixListen, type UnixSocketProbe } from './listen.js';
+import { matchRoute, PARAM_MESSAGE, type AdminRoute } from './router.js';
+import { ADMIN_ROUTES } from './routes/index.js';
+
+export interface AdminServerOptions {
+  /** `unix:/abs/path` (file mode is the authentication) or `host:port` (bearer token required). */
+  readonly listen: string;
+  readonly control: ProxyControl;
+  /** SHA-256 of the admin bearer token; required for a TCP listener, ignored on a Unix socket. */
+  readonly adminTokenSha256: Buffer | null;
+  readonly log: OperationalLog;
+  /** Probes a leftover socket file before it is removed; app.ts passes egress's `isUnixSocketAlive`. */
+  readonly isUnixSocketAlive: UnixSocketProbe;
+}
+
+export interface AdminServer {
+  readonly address: string;
+  close(): Promise<void>;
+}
+
+const BAD_REQUEST_BODY = '{"error":"bad_request"}\n';
+const BAD_REQUEST = `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: ${BAD_REQUEST_BODY.length}\r\n\r\n${BAD_REQUEST_BODY}`;
+const UNAUTHORIZED_HEADERS = { 'www-authenticate': 'Bearer realm="sluice-admin"' } as const;
+
+interface AdminContext {
+  readonly control: ProxyControl;
+  readonly tokenSha256: Buffer | null;
+  readonly log: OperationalLog;
+  readonly routes: readonly AdminRoute[];
+}
+
+export async function startAdminServer(options: AdminServerOptions): Promise<AdminServer> {
+  const isUnix = isUnixListen(options.listen);
+  const tokenSha256 = isUnix ? null : requireToken(options.listen, options.adminTokenSha256);
+  const ctx: AdminContext = { control: options.control, tokenSha256, log: options.log, routes: ADMIN_ROUTES };
+  const server = http.createServer({ headersTimeout: 10_000, requestTimeout: 30_000 });
+  const secure = { value: false };
+  const sockets = new Set<net.Socket>();
+  server.on('connection', (socket: net.Socket) => {
+    // A Unix socket is not yet chmod 0600 until `secure` flips: refuse anyone who raced in.
+    if (!secure.value) return void socket.destroy();
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => void serveRequest(ctx, req, res));
+  server.on('clientError', (_error: Error, socket: net.Socket) => {
+    if (socket.writable) socket.end(BAD_REQUEST);
+    else socket.destroy();
+  });
+  const bound = await bindAdminServer(server, options.listen, options.isUnixSocketAlive, secure);
+  options.log.info({ address: bound.address }, 'admin listening');
+  return {
+    address: bound.address,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const socket of sockets) socket.destroy();
+      }),
+  };
+}
+
+function requireToken(listen: string, digest: Buffer | null): Buffer {
+  if (digest === null) {
+    throw new Error(`admin.listen ${listen} is TCP: set admin.tokenSha256 or admin.tokenEnv (a TCP admin listener requires a bearer token), or use unix:/path`);
+  }
+  if (digest.length !== 32) throw new Error('the admin token digest must be 32 bytes (SHA-256)');
+  return digest;
+}
+
+async function serveRequest(ctx: AdminContext, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const method = req.method ?? 'GET';
+  let decided: Decided;
+  try {
+    decided = await decide(ctx, req, method);
+  } catch (error) {
+    ctx.log.error({ method, route: null, err: describeError(error) }, 'admin request failed');
+    decided = { template: null, reply: errorReply('internal_error'), closeConnection: true };
+  }
+  const { template, reply, closeConnection } = decided;
+  if (res.headersSent || res.destroyed) return void res.destroy();
+  sendJson(res, reply, closeConnection);
+  const entry = { method, route: template, status: reply.status };
+  if (reply.status >= 500) ctx.log.error(entry, 'admin request');
+  else if (reply.status === 401) ctx.log.warn(entry, 'admin request');
+  else ctx.log.info(entry, 'admin request');
+}
+
+interface Decided {
+  readonly template: string | null;
+  readonly reply: AdminReply;
+  readonly closeConnection: boolean;
+}
+
+async function decide(ctx: AdminContext, req: http.IncomingMessage, method: string): Promise<Decided> {
+  if (ctx.tokenSha256 !== null && !isAdminTokenValid(req.headers.authorization, ctx.tokenSha256)) {
+    return { template: null, reply: errorReply('admin_token_invalid', undefined, UNAUTHORIZED_HEADERS), closeConnection: true };
+  }
+  const pathname = new URL(req.url ?? '/', 'http://admin').pathname;
+  const match = matchRoute(ctx.routes, method, pathname);
+  const template = match.kind === 'not_found' ? null : match.template;
+  const body = await readBody(req);
+  if (!body.ok) return { template, reply: errorReply('body_too_large'), closeConnection: true };
+  if (match.kind === 'not_found') return { template, reply: errorReply('not_found'), closeConnection: false };
+  if (match.kind === 'method_not_allowed') {
+    return { template, reply: errorReply('method_not_allowed', undefined, { allow: match.allow.join(', ') }), closeConnection: false };
+  }
+  if (match.kind === 'param_invalid') {
+    return { template, reply: errorReply(match.error, [{ path: match.param, message: PARAM_MESSAGE }]), closeConnection: false };
+  }
+  let parsed: unknown;
+  if (match.route.hasBody) {
+    const json = parseJsonBody(body.bytes);
+    if (!json.ok) return { template, reply: errorReply('body_invalid_json', [{ path: '(body)', message: json.message }]), closeConnection: false };
+    parsed = json.value;
+  }
+  try {
+    const reply = await match.route.action(ctx.control, { params: match.params, body: parsed });
+    return { template, reply, closeConnection: false };
+  } catch (error) {
+    ctx.log.error({ method, route: template, err: describeError(error) }, 'admin handler failed');
+    return { template, reply: errorReply('internal_error'), closeConnection: false };
+  }
+}
+
+/** An error's name, code and message for the log; never the request that caused it. */
+function describeError(error: unknown): object {
+  if (!(error instanceof Error)) return { message: String(error) };
+  return { name: error.name, message: error.message, code: (error as NodeJS.ErrnoException).code, stack: error.stack };
+}

@@ -1,0 +1,57 @@
+// Persists the ledger's state file atomically: write a temporary file (mode 0600), fsync it, rename it
+// over the old one, fsync the directory. A crash (kill -9) at any point leaves the old or the new file,
+// never a torn one. Holds token hashes only, never a token.
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+
+export const LEDGER_FILE = 'ledger.json';
+
+export class LedgerStore {
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(readonly dir: string) {}
+
+  get file(): string {
+    return path.join(this.dir, LEDGER_FILE);
+  }
+
+  async read(): Promise<unknown> {
+    let text: string;
+    try {
+      text = await fs.readFile(this.file, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw error;
+    }
+    return JSON.parse(text) as unknown;
+  }
+
+  /** Writes are serialized: each one sees the state after the previous one. */
+  write(state: unknown): Promise<void> {
+    const text = `${JSON.stringify(state, null, 1)}\n`;
+    const next = this.queue.then(() => this.writeNow(text));
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private async writeNow(text: string): Promise<void> {
+    await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
+    const tmp = `${this.file}.tmp-${randomBytes(6).toString('hex')}`;
+    const handle = await fs.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
+    try {
+      await handle.writeFile(text, 'utf8');
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await fs.rename(tmp, this.file);
+    const dir = await fs.open(this.dir, constants.O_RDONLY);
+    try {
+      await dir.sync();
+    } finally {
+      await dir.close();
+    }
+  }
+}

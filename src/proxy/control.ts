@@ -1,0 +1,104 @@
+// The ProxyControl port the admin API drives: issue, list, revoke, generation revoke, reload, readiness.
+// Every change goes to the ledger first (durable), then to the grants in force; a token is returned
+// once, by issue, and is in no view, log line or state file.
+import type { ControlIssue, ControlResult, GrantView, ProxyControl } from '../core/index.js';
+import { formatKeyPath, grantSpecSchema, type GrantSpec } from '../config/index.js';
+import type { GrantRecord, Ledger } from '../ledger/index.js';
+import type { DedicatedListeners } from './dedicated-listeners.js';
+import type { GrantRegistry } from './grant-registry.js';
+
+export interface ControlDeps {
+  readonly ledger: Ledger;
+  readonly registry: GrantRegistry;
+  readonly dedicated: DedicatedListeners;
+  readonly reload: () => Promise<ControlResult<{ readonly endedConnections: number }>>;
+  readonly readiness: () => { readonly ready: boolean; readonly detail: string };
+}
+
+function fail<T>(status: 400 | 404 | 409 | 500 | 503, reason: string, issues: readonly ControlIssue[] = []): ControlResult<T> {
+  return { ok: false, status, reason, issues };
+}
+
+export function toGrantView(record: GrantRecord, registry: GrantRegistry, listen: string | null): GrantView {
+  const spec = record.spec;
+  const usage = registry.usageOf(record.id);
+  const expires = spec.limits.expiresAt;
+  const limits: Record<string, number | string> = {};
+  for (const [key, value] of Object.entries(spec.limits)) if (value !== undefined) limits[key] = value instanceof Date ? value.toISOString() : value;
+  return {
+    id: record.id,
+    source: record.source,
+    generation: spec.generation ?? null,
+    destinations: spec.destinations,
+    unrestricted: spec.unrestricted,
+    allowAddressClasses: spec.allowAddressClasses,
+    allowAddresses: spec.allowAddresses,
+    requireAttestedAddress: spec.requireAttestedAddress,
+    limits,
+    issuedAt: record.issuedAt,
+    expiresAt: expires === undefined ? null : expires instanceof Date ? expires.toISOString() : expires,
+    revokedAt: record.revokedAt,
+    listen,
+    usage: { activeConnections: registry.activeConnections(record.id), connections: usage.connections, bytes: usage.bytes },
+  };
+}
+
+export function createControl(deps: ControlDeps): ProxyControl {
+  const { ledger, registry, dedicated } = deps;
+  const view = (record: GrantRecord): GrantView => toGrantView(record, registry, dedicated.addressOf(record.id) ?? record.spec.listen ?? null);
+
+  async function issueGrant(body: unknown): Promise<ControlResult<{ id: string; token: string; grant: GrantView }>> {
+    const parsed = grantSpecSchema.safeParse(body);
+    if (!parsed.success) return fail(400, 'grant_invalid', parsed.error.issues.map((i) => ({ path: formatKeyPath(i.path), message: i.message })));
+    const spec: GrantSpec = parsed.data;
+    const probe = registry.compile({ id: 'probe', spec, revoked: false, tokenSha256: null }, '');
+    if (!probe.ok) return fail(400, 'grant_invalid', probe.issues);
+    if (spec.listen !== undefined && dedicated.isInUse(spec.listen)) return fail(409, 'listen_in_use', [{ path: 'listen', message: `${spec.listen} is already a dedicated listener` }]);
+    const { record, token } = await ledger.issue(spec);
+    const compiled = registry.compile({ id: record.id, spec, revoked: false, tokenSha256: null }, '');
+    if (!compiled.ok) return fail(500, 'grant_invalid', compiled.issues);
+    registry.install([{ grant: compiled.value, tokenSha256: Buffer.from(record.tokenSha256 ?? '', 'hex') }]);
+    if (spec.listen !== undefined) {
+      try {
+        await dedicated.open(record.id, spec.listen);
+      } catch (error) {
+        // A grant whose listener cannot open is not half-issued: revoke it and say why.
+        await ledger.revoke(record.id);
+        registry.revoke(record.id);
+        return fail(409, 'listen_failed', [{ path: 'listen', message: (error as Error).message }]);
+      }
+    }
+    return { ok: true, value: { id: record.id, token, grant: view(record) } };
+  }
+
+  async function revokeGrant(id: string): Promise<ControlResult<{ grant: GrantView; endedConnections: number }>> {
+    if (ledger.get(id) === undefined) return fail(404, 'grant_not_found');
+    const ended = registry.revoke(id);
+    const record = await ledger.revoke(id);
+    await dedicated.close(id);
+    if (record === undefined) return fail(404, 'grant_not_found');
+    return { ok: true, value: { grant: view(record), endedConnections: ended } };
+  }
+
+  async function revokeGeneration(generation: string): Promise<ControlResult<{ revoked: string[]; endedConnections: number }>> {
+    let ended = 0;
+    const ids = ledger.list().filter((r) => r.spec.generation === generation && r.revokedAt === null).map((r) => r.id);
+    for (const id of ids) ended += registry.revoke(id);
+    await ledger.revokeGeneration(generation);
+    for (const id of ids) await dedicated.close(id);
+    return { ok: true, value: { revoked: ids, endedConnections: ended } };
+  }
+
+  return {
+    issueGrant,
+    listGrants: () => ledger.list().map(view),
+    getGrant: (id) => {
+      const record = ledger.get(id);
+      return record === undefined ? undefined : view(record);
+    },
+    revokeGrant,
+    revokeGeneration,
+    reload: deps.reload,
+    readiness: deps.readiness,
+  };
+}

@@ -1,0 +1,184 @@
+// The grants in force and the connections acting under each. Installs compiled grants from the ledger
+// (start, issue, revoke, reload), enforces per-grant budgets when a connection attaches, and ends a
+// grant's live tunnels and keep-alive connections at once when it is revoked, expires or narrows,
+// touching no other grant (BRIEF scenario 5).
+import { deny, ok, type CloseReason, type Verdict } from '../core/index.js';
+import type { ConfigIssue, GrantSpec } from '../config/index.js';
+import { TokenStore } from '../identity/index.js';
+import { authorize } from '../authority/index.js';
+import { checkAddress, type SelfAddresses } from '../resolve/index.js';
+import type { ConnectionContext } from './connection-context.js';
+import { compileGrant, type RuntimeGrant } from './grant-table.js';
+
+export interface GrantInput {
+  readonly id: string;
+  readonly spec: GrantSpec;
+  readonly revoked: boolean;
+  /** The token hash, if this grant can be used with a token. */
+  readonly tokenSha256: Buffer | null;
+}
+
+interface Usage {
+  connections: number;
+  bytes: number;
+}
+
+// setTimeout holds at most 2^31-1 ms (~24.8 days); later expiries re-arm.
+const MAX_TIMER_MS = 2_147_483_647;
+
+export class GrantRegistry {
+  readonly grants = new Map<string, RuntimeGrant>();
+  readonly tokens = new TokenStore();
+  private readonly live = new Map<string, Set<ConnectionContext>>();
+  private readonly usage = new Map<string, Usage>();
+  private readonly expiry = new Map<string, NodeJS.Timeout>();
+
+  constructor(
+    private readonly self: SelfAddresses,
+    private readonly now: () => number,
+  ) {}
+
+  /** Compiles one grant; nothing is installed when it has issues. */
+  compile(input: GrantInput, prefix: string): { ok: true; value: RuntimeGrant } | { ok: false; issues: ConfigIssue[] } {
+    return compileGrant(input.id, input.spec, input.revoked, this.self, prefix);
+  }
+
+  /** Installs or replaces grants; live connections of a replaced grant are re-checked and ended if no longer allowed. */
+  install(grants: readonly { grant: RuntimeGrant; tokenSha256: Buffer | null }[]): number {
+    let ended = 0;
+    for (const { grant, tokenSha256 } of grants) {
+      const previous = this.grants.get(grant.id);
+      this.grants.set(grant.id, grant);
+      if (tokenSha256 === null) this.tokens.delete(grant.id);
+      else this.tokens.set(grant.id, tokenSha256);
+      this.armExpiry(grant);
+      if (previous !== undefined && previous !== grant) ended += this.recheck(grant);
+    }
+    return ended;
+  }
+
+  /** Removes grants no longer in force (a reload dropped them); their connections end. */
+  remove(ids: readonly string[], reason: CloseReason): number {
+    let ended = 0;
+    for (const id of ids) {
+      this.grants.delete(id);
+      this.tokens.delete(id);
+      this.clearExpiry(id);
+      ended += this.endConnections(id, reason);
+    }
+    return ended;
+  }
+
+  /** Marks a grant revoked (kept, so its token answers grant_revoked) and ends its connections now. */
+  revoke(id: string): number {
+    const grant = this.grants.get(id);
+    if (grant === undefined) return 0;
+    this.grants.set(id, { ...grant, revoked: true });
+    this.clearExpiry(id);
+    return this.endConnections(id, 'grant_revoked');
+  }
+
+  /** Called once a connection's principal is known; refuses it when the grant's budgets are spent. */
+  attach(ctx: ConnectionContext, grant: RuntimeGrant): Verdict<void> {
+    let set = this.live.get(grant.id);
+    const usage = this.usageOf(grant.id);
+    const { maxConcurrent, maxConnections, maxBytes } = grant.limits;
+    if (maxConcurrent !== undefined && (set?.size ?? 0) >= maxConcurrent) return deny('connection_limit_reached', `maxConcurrent ${maxConcurrent}`);
+    if (maxConnections !== undefined && usage.connections >= maxConnections) return deny('connection_quota_exhausted', `maxConnections ${maxConnections}`);
+    if (maxBytes !== undefined && usage.bytes >= maxBytes) return deny('byte_limit_reached', `maxBytes ${maxBytes}`);
+    if (set === undefined) {
+      set = new Set();
+      this.live.set(grant.id, set);
+    }
+    set.add(ctx);
+    usage.connections += 1;
+    ctx.grantId = grant.id;
+    if (grant.limits.maxDurationMs !== undefined) ctx.limitDuration(grant.limits.maxDurationMs);
+    ctx.socket.once('close', () => this.detach(ctx));
+    return ok(undefined);
+  }
+
+  detach(ctx: ConnectionContext): void {
+    if (ctx.grantId === null) return;
+    const set = this.live.get(ctx.grantId);
+    set?.delete(ctx);
+    if (set?.size === 0) this.live.delete(ctx.grantId);
+  }
+
+  /** Adds bytes to a grant's budget; false once maxBytes is passed. */
+  addBytes(grantId: string, bytes: number): boolean {
+    const usage = this.usageOf(grantId);
+    usage.bytes += bytes;
+    const max = this.grants.get(grantId)?.limits.maxBytes;
+    return max === undefined || usage.bytes <= max;
+  }
+
+  bytesLeft(grantId: string): number {
+    const max = this.grants.get(grantId)?.limits.maxBytes;
+    return max === undefined ? Infinity : Math.max(0, max - this.usageOf(grantId).bytes);
+  }
+
+  usageOf(grantId: string): Usage {
+    let usage = this.usage.get(grantId);
+    if (usage === undefined) {
+      usage = { connections: 0, bytes: 0 };
+      this.usage.set(grantId, usage);
+    }
+    return usage;
+  }
+
+  activeConnections(grantId: string): number {
+    return this.live.get(grantId)?.size ?? 0;
+  }
+
+  endConnections(grantId: string, reason: CloseReason): number {
+    const set = this.live.get(grantId);
+    if (set === undefined) return 0;
+    const contexts = [...set];
+    for (const ctx of contexts) ctx.end(reason);
+    return contexts.length;
+  }
+
+  close(): void {
+    for (const timer of this.expiry.values()) clearTimeout(timer);
+    this.expiry.clear();
+  }
+
+  /** After a grant changed: end tunnels whose destination or dialed address it no longer allows. */
+  private recheck(grant: RuntimeGrant): number {
+    if (grant.revoked) return this.endConnections(grant.id, 'grant_revoked');
+    if (grant.expiresAtMs !== null && this.now() >= grant.expiresAtMs) return this.endConnections(grant.id, 'grant_expired');
+    let ended = 0;
+    for (const ctx of [...(this.live.get(grant.id) ?? [])]) {
+      const hop = ctx.tunnelHop;
+      if (hop === null || hop.canonical === null) continue;
+      const still = authorize(grant.authority, 'connect', hop.canonical).ok && (hop.dialed === null || checkAddress(grant.addressPolicy, hop.dialed, hop.dialed.port).allowed);
+      if (!still) {
+        ctx.end('grant_changed');
+        ended += 1;
+      }
+    }
+    return ended;
+  }
+
+  private armExpiry(grant: RuntimeGrant): void {
+    this.clearExpiry(grant.id);
+    if (grant.expiresAtMs === null || grant.revoked) return;
+    const delay = grant.expiresAtMs - this.now();
+    const timer = setTimeout(() => {
+      this.expiry.delete(grant.id);
+      const current = this.grants.get(grant.id);
+      if (current === undefined) return;
+      if (this.now() < (current.expiresAtMs ?? 0)) this.armExpiry(current);
+      else this.endConnections(grant.id, 'grant_expired');
+    }, Math.max(0, Math.min(delay, MAX_TIMER_MS)));
+    timer.unref();
+    this.expiry.set(grant.id, timer);
+  }
+
+  private clearExpiry(id: string): void {
+    const timer = this.expiry.get(id);
+    if (timer !== undefined) clearTimeout(timer);
+    this.expiry.delete(id);
+  }
+}

@@ -1,0 +1,76 @@
+// Builds the route selector from the route section of config (and, in system mode, Sluice's own
+// environment), plus the table of upstream proxies the forward relay may dial.
+import type { UpstreamProxy } from '../core/index.js';
+import type { ConfigIssue, RouteSection } from '../config/index.js';
+import { PacSource, type FetchText } from './pac-source.js';
+import { directSelector, pacSelector, proxySelector, systemSelector, type RouteSelector } from './select-route.js';
+import { readSystemProxy } from './system-proxy.js';
+import { parseUpstream } from './upstream.js';
+
+export interface RoutePorts {
+  readonly lookupSync: (host: string) => readonly string[] | null;
+  readonly fetchText: FetchText;
+  readonly onPacError: (message: string) => void;
+  readonly onPacLoad: () => void;
+}
+
+export type BuildResult<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly issues: readonly ConfigIssue[] };
+
+export interface BuiltRoutes {
+  readonly selector: RouteSelector;
+  readonly upstreams: ReadonlyMap<string, UpstreamProxy>;
+  readonly pac: PacSource | null;
+}
+
+export function buildRoutes(route: RouteSection, env: Readonly<Record<string, string | undefined>>, ports: RoutePorts): BuildResult<BuiltRoutes> {
+  const upstreams = new Map<string, UpstreamProxy>();
+  const remember = (p: UpstreamProxy): UpstreamProxy => {
+    upstreams.set(`${p.host} ${p.port}`, p);
+    return p;
+  };
+  if (route.mode === 'proxy' && route.proxy !== undefined) {
+    const parsed = parseUpstream(route.proxy.url, route.proxy);
+    if (!parsed.ok) return { ok: false, issues: [{ path: 'route.proxy', message: parsed.message }] };
+    return { ok: true, value: { selector: proxySelector(remember(parsed.value)), upstreams, pac: null } };
+  }
+  if (route.mode === 'system') {
+    const system = readSystemProxy(env, route.system?.caFile);
+    if (!system.ok) return { ok: false, issues: system.issues.map((i) => ({ path: `route.system (${i.variable})`, message: i.message })) };
+    const inspects = route.system?.inspectsTls ?? false;
+    const mark = (p: UpstreamProxy | null): UpstreamProxy | null => (p === null ? null : remember({ ...p, inspectsTls: inspects }));
+    return { ok: true, value: { selector: systemSelector({ ...system.value, http: mark(system.value.http), https: mark(system.value.https) }), upstreams, pac: null } };
+  }
+  if (route.mode === 'pac' && route.pac !== undefined) {
+    const pacConfig = route.pac;
+    const settings = { credentialsFile: pacConfig.credentialsFile, caFile: pacConfig.caFile, inspectsTls: pacConfig.inspectsTls };
+    // Fail at load time, not on the first hop, when a PAC proxy's credentials or CA cannot be read.
+    const probe = parseUpstream('http://pac-probe.invalid:1', settings);
+    if (!probe.ok) return { ok: false, issues: [{ path: 'route.pac', message: probe.message }] };
+    const source = new PacSource({
+      file: pacConfig.file,
+      url: pacConfig.url,
+      refreshMs: pacConfig.refreshMs,
+      limits: { timeoutMs: pacConfig.timeoutMs, memoryBytes: pacConfig.memoryBytes, stackBytes: 512 * 1024 },
+      host: {
+        lookupSync: ports.lookupSync,
+        myIpAddress: () => pacConfig.myIpAddress,
+        now: () => new Date(),
+      },
+      fetchText: ports.fetchText,
+      onError: ports.onPacError,
+      onLoad: ports.onPacLoad,
+    });
+    const selector = pacSelector(source, settings);
+    const trackingSelector: RouteSelector = {
+      ...selector,
+      select: async (dest, kind, scheme) => {
+        const chosen = await selector.select(dest, kind, scheme);
+        if (chosen.ok) for (const h of chosen.value.hops) if (h.kind === 'proxy') remember(h.proxy);
+        return chosen;
+      },
+    };
+    return { ok: true, value: { selector: trackingSelector, upstreams, pac: source } };
+  }
+  return { ok: true, value: { selector: directSelector(), upstreams, pac: null } };
+}
+
