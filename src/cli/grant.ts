@@ -110,7 +110,8 @@ function callAdmin(admin: string, token: string | undefined, call: AdminCall): P
     });
     req.once('timeout', () => req.destroy(new Error(`${where} did not answer within ${TIMEOUT_MS / 1000} s`)));
     req.once('error', (error: NodeJS.ErrnoException) => {
-      reject(error.code === undefined ? error : new Error(`cannot reach ${where}: is sluice running? (${error.code})`));
+      if (error.code === 'EACCES') reject(new Error(`cannot reach ${where}: permission denied (run as the user that runs sluice)`));
+      else reject(error.code === undefined ? error : new Error(`cannot reach ${where}: is sluice running? (${error.code})`));
     });
     req.end(payload);
   });

@@ -63,6 +63,71 @@ class GaugeSeries {
   }
 }
 
+/** A counter and its series; its collect hook (run by each scrape) publishes the pending counts. */
+class CounterFamily {
+  private readonly series: CounterSeries[] = [];
+  private readonly metric: Counter;
+
+  constructor(registry: Registry, name: MetricName) {
+    const { help, labelNames } = MetricSpecs[name];
+    const series = this.series;
+    this.metric = new Counter({ name, help, labelNames, registers: [registry], collect: () => publishCounters(series) });
+  }
+
+  add(...labelValues: string[]): CounterSeries {
+    const series = new CounterSeries(this.metric.labels(...labelValues));
+    this.series.push(series);
+    return series;
+  }
+}
+
+/** A gauge and its series; its collect hook (run by each scrape) publishes the current values. */
+class GaugeFamily {
+  private readonly series: GaugeSeries[] = [];
+  private readonly metric: Gauge;
+
+  constructor(registry: Registry, name: MetricName) {
+    const { help, labelNames } = MetricSpecs[name];
+    const series = this.series;
+    this.metric = new Gauge({ name, help, labelNames, registers: [registry], collect: () => publishGauges(series) });
+  }
+
+  add(...labelValues: string[]): GaugeSeries {
+    const series = new GaugeSeries(this.metric.labels(...labelValues));
+    this.series.push(series);
+    return series;
+  }
+}
+
+function publishCounters(series: readonly CounterSeries[]): void {
+  for (const s of series) {
+    const n = s.pending;
+    s.pending = 0;
+    if (isCountable(n)) s.child.inc(n);
+  }
+}
+
+function publishGauges(series: readonly GaugeSeries[]): void {
+  for (const s of series) if (Number.isFinite(s.value)) s.child.set(s.value);
+}
+
+/** Positive and finite: NaN, negatives and Infinity would make prom-client throw during a scrape. */
+function isCountable(n: number): boolean {
+  return n > 0 && n !== Infinity;
+}
+
+function histogram(registry: Registry, name: 'sluice_authorize_duration_seconds' | 'sluice_dial_duration_seconds'): Histogram.Internal<string> {
+  const { help, labelNames, buckets } = MetricSpecs[name];
+  return new Histogram({ name, help, labelNames, buckets: [...buckets], registers: [registry] }).labels();
+}
+
+/** One series per value of a closed label set, keyed by value (construction time only). */
+function seriesBy<K extends string, S>(values: readonly K[], add: (value: K) => S): Record<K, S> {
+  const out = {} as Record<K, S>;
+  for (const value of values) out[value] = add(value);
+  return out;
+}
+
 class DecisionSeries {
   constructor(
     readonly connect: CounterSeries,
@@ -78,73 +143,47 @@ class ListenerSeries {
   ) {}
 }
 
-function publishCounters(series: readonly CounterSeries[]): void {
-  for (const s of series) {
-    const n = s.pending;
-    s.pending = 0;
-    if (n > 0 && n !== Infinity) s.child.inc(n);
-  }
-}
-
-function publishGauges(series: readonly GaugeSeries[]): void {
-  for (const s of series) if (Number.isFinite(s.value)) s.child.set(s.value);
-}
-
-function isCountable(n: number): boolean {
-  return n > 0 && n !== Infinity;
-}
-
 export class Metrics implements MetricsSink {
   private readonly registry = new Registry();
-  private readonly counters: CounterSeries[] = [];
-  private readonly gauges: GaugeSeries[] = [];
   private readonly decisions = new Map<string, DecisionSeries>();
-  private readonly closes = new Map<string, CounterSeries>();
-  private readonly closeOther: CounterSeries;
   private readonly listeners = new Map<string, ListenerSeries>();
-  private readonly connectionsActive: Gauge;
-  private readonly connectionsTotal: Counter;
-  private readonly tunnelsActive: Gauge;
-  private readonly bytesUp: CounterSeries;
-  private readonly bytesDown: CounterSeries;
+  private readonly connectionsActive: GaugeFamily;
+  private readonly connectionsTotal: CounterFamily;
+  private readonly tunnelsActive: GaugeFamily;
+  private readonly bytesBy: Record<(typeof ByteDirections)[number], CounterSeries>;
   private readonly authorize: Histogram.Internal<string>;
   private readonly dial: Histogram.Internal<string>;
-  private readonly dnsHit: CounterSeries;
-  private readonly dnsMiss: CounterSeries;
-  private readonly pacHit: CounterSeries;
-  private readonly pacMiss: CounterSeries;
-  private readonly ledgerActive: GaugeSeries;
-  private readonly ledgerRevoked: GaugeSeries;
-  private readonly ledgerExpired: GaugeSeries;
+  private readonly dnsBy: Record<(typeof CacheResults)[number], CounterSeries>;
+  private readonly pacBy: Record<(typeof CacheResults)[number], CounterSeries>;
+  private readonly ledgerBy: Record<(typeof LedgerStates)[number], GaugeSeries>;
+  private readonly closes = new Map<string, CounterSeries>();
+  private readonly closeOther: CounterSeries;
 
   constructor(options: MetricsOptions = {}) {
-    const decisions = this.counter('sluice_decisions_total');
+    const registry = this.registry;
+    const decisions = new CounterFamily(registry, 'sluice_decisions_total');
     for (const reason of DecisionReasons) {
-      const [connect, forward] = DecisionRequests.map((request) => this.counterSeries(decisions, reason, request));
-      this.decisions.set(reason, new DecisionSeries(connect as CounterSeries, forward as CounterSeries));
+      const byRequest = seriesBy(DecisionRequests, (request) => decisions.add(reason, request));
+      this.decisions.set(reason, new DecisionSeries(byRequest.connect, byRequest.forward));
     }
-    this.connectionsActive = this.gauge('sluice_connections_active');
-    this.connectionsTotal = this.counter('sluice_connections_total');
-    this.tunnelsActive = this.gauge('sluice_tunnels_active');
-    const bytes = this.counter('sluice_bytes_total');
-    [this.bytesUp, this.bytesDown] = ByteDirections.map((direction) => this.counterSeries(bytes, direction)) as [CounterSeries, CounterSeries];
-    this.authorize = this.histogram('sluice_authorize_duration_seconds').labels();
-    this.dial = this.histogram('sluice_dial_duration_seconds').labels();
-    const dns = this.counter('sluice_dns_cache_lookups_total');
-    [this.dnsHit, this.dnsMiss] = CacheResults.map((result) => this.counterSeries(dns, result)) as [CounterSeries, CounterSeries];
-    const pac = this.counter('sluice_pac_cache_lookups_total');
-    [this.pacHit, this.pacMiss] = CacheResults.map((result) => this.counterSeries(pac, result)) as [CounterSeries, CounterSeries];
-    const ledger = this.gauge('sluice_ledger_grants');
-    [this.ledgerActive, this.ledgerRevoked, this.ledgerExpired] = LedgerStates.map((state) => this.gaugeSeries(ledger, state)) as [
-      GaugeSeries,
-      GaugeSeries,
-      GaugeSeries,
-    ];
-    const closes = this.counter('sluice_closes_total');
-    for (const reason of MetricCloseReasons) this.closes.set(reason, this.counterSeries(closes, reason));
-    this.closeOther = this.closes.get(CLOSE_REASON_OTHER) as CounterSeries;
+    this.connectionsActive = new GaugeFamily(registry, 'sluice_connections_active');
+    this.connectionsTotal = new CounterFamily(registry, 'sluice_connections_total');
+    this.tunnelsActive = new GaugeFamily(registry, 'sluice_tunnels_active');
+    const bytes = new CounterFamily(registry, 'sluice_bytes_total');
+    this.bytesBy = seriesBy(ByteDirections, (direction) => bytes.add(direction));
+    this.authorize = histogram(registry, 'sluice_authorize_duration_seconds');
+    this.dial = histogram(registry, 'sluice_dial_duration_seconds');
+    const dns = new CounterFamily(registry, 'sluice_dns_cache_lookups_total');
+    this.dnsBy = seriesBy(CacheResults, (result) => dns.add(result));
+    const pac = new CounterFamily(registry, 'sluice_pac_cache_lookups_total');
+    this.pacBy = seriesBy(CacheResults, (result) => pac.add(result));
+    const ledger = new GaugeFamily(registry, 'sluice_ledger_grants');
+    this.ledgerBy = seriesBy(LedgerStates, (state) => ledger.add(state));
+    const closes = new CounterFamily(registry, 'sluice_closes_total');
+    for (const reason of MetricCloseReasons) this.closes.set(reason, closes.add(reason));
+    this.closeOther = this.closes.get(CLOSE_REASON_OTHER) ?? closes.add(CLOSE_REASON_OTHER);
     for (const listener of options.listeners ?? []) this.seriesFor(listener);
-    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   }
 
   decision(reason: ReasonCode, request: RequestKind): void {
@@ -173,8 +212,8 @@ export class Metrics implements MetricsSink {
   }
 
   bytes(up: number, down: number): void {
-    if (isCountable(up)) this.bytesUp.pending += up;
-    if (isCountable(down)) this.bytesDown.pending += down;
+    if (isCountable(up)) this.bytesBy.up.pending += up;
+    if (isCountable(down)) this.bytesBy.down.pending += down;
   }
 
   authorizeSeconds(seconds: number): void {
@@ -186,17 +225,17 @@ export class Metrics implements MetricsSink {
   }
 
   dnsCache(hit: boolean): void {
-    (hit ? this.dnsHit : this.dnsMiss).pending += 1;
+    (hit ? this.dnsBy.hit : this.dnsBy.miss).pending += 1;
   }
 
   pacCache(hit: boolean): void {
-    (hit ? this.pacHit : this.pacMiss).pending += 1;
+    (hit ? this.pacBy.hit : this.pacBy.miss).pending += 1;
   }
 
   ledger(active: number, revoked: number, expired: number): void {
-    this.ledgerActive.value = active;
-    this.ledgerRevoked.value = revoked;
-    this.ledgerExpired.value = expired;
+    this.ledgerBy.active.value = active;
+    this.ledgerBy.revoked.value = revoked;
+    this.ledgerBy.expired.value = expired;
   }
 
   closed(reason: string): void {
@@ -207,7 +246,7 @@ export class Metrics implements MetricsSink {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 
-  /** The series of a listener; a name past MAX_LISTENER_SERIES shares the LISTENER_OVERFLOW series. */
+  /** The series of a listener; names past MAX_LISTENER_SERIES share the LISTENER_OVERFLOW series. */
   private seriesFor(listener: string): ListenerSeries {
     return this.listeners.get(listener) ?? this.addListener(listener);
   }
@@ -216,44 +255,8 @@ export class Metrics implements MetricsSink {
     const listener = this.listeners.size < MAX_LISTENER_SERIES ? name : LISTENER_OVERFLOW;
     const existing = this.listeners.get(listener);
     if (existing !== undefined) return existing;
-    const series = new ListenerSeries(
-      this.gaugeSeries(this.connectionsActive, listener),
-      this.counterSeries(this.connectionsTotal, listener),
-      this.gaugeSeries(this.tunnelsActive, listener),
-    );
+    const series = new ListenerSeries(this.connectionsActive.add(listener), this.connectionsTotal.add(listener), this.tunnelsActive.add(listener));
     this.listeners.set(listener, series);
-    return series;
-  }
-
-  // Each metric's collect hook publishes every series of the instance; publishing is idempotent
-  // (pending is zeroed, gauges are set), so it does not matter which metric a scrape reads first.
-
-  private counter(name: MetricName): Counter {
-    const spec = MetricSpecs[name];
-    const counters = this.counters;
-    return new Counter({ name, help: spec.help, labelNames: spec.labelNames, registers: [this.registry], collect: () => publishCounters(counters) });
-  }
-
-  private gauge(name: MetricName): Gauge {
-    const spec = MetricSpecs[name];
-    const gauges = this.gauges;
-    return new Gauge({ name, help: spec.help, labelNames: spec.labelNames, registers: [this.registry], collect: () => publishGauges(gauges) });
-  }
-
-  private histogram(name: 'sluice_authorize_duration_seconds' | 'sluice_dial_duration_seconds'): Histogram {
-    const spec = MetricSpecs[name];
-    return new Histogram({ name, help: spec.help, labelNames: spec.labelNames, buckets: [...spec.buckets], registers: [this.registry] });
-  }
-
-  private counterSeries(counter: Counter, ...labelValues: string[]): CounterSeries {
-    const series = new CounterSeries(counter.labels(...labelValues));
-    this.counters.push(series);
-    return series;
-  }
-
-  private gaugeSeries(gauge: Gauge, ...labelValues: string[]): GaugeSeries {
-    const series = new GaugeSeries(gauge.labels(...labelValues));
-    this.gauges.push(series);
     return series;
   }
 }

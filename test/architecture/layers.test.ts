@@ -40,6 +40,7 @@ const PACKAGE_OWNERS: Readonly<Record<string, string>> = {
   'ipaddr.js': 'resolve',
   'lru-cache': 'resolve',
   pino: 'audit',
+  'prom-client': 'telemetry',
   commander: 'main',
 };
 

@@ -2,7 +2,7 @@
 import { controlFailureReply } from '../errors.js';
 import type { RouteAction } from '../router.js';
 
-/** GET /healthz: the admin server answers, so the process is alive. */
+/** GET /healthz: the admin server answers, so sluice is alive. */
 export const healthz: RouteAction = () => ({ status: 200, body: { status: 'ok' } });
 
 /** GET /readyz: 200 when the proxy accepts traffic, else 503 with the reason. */
