@@ -9,8 +9,10 @@ import { Resolver, SelfAddresses, createServersLookup, createSystemLookup } from
 import { buildRoutes, type PacSource } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText } from './egress/index.js';
 import { createForwardAgent } from './relay/index.js';
+import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createOperationalLog, createPinoSink, type AuditSink, type OperationalLog } from './audit/index.js';
 import {
+  DEDICATED_LISTENER_NAME,
   DedicatedListeners,
   GrantRegistry,
   checkConfigGrants,
@@ -86,11 +88,13 @@ export async function buildRuntime(config: Config, options: AppOptions): Promise
       : createServersLookup(config.dns.servers, config.dns.timeoutMs));
   const resolver = new Resolver(lookup, { ...config.dns, hosts: hosts.value }, () => performance.now());
   const log = options.log ?? createOperationalLog(config.log.level);
+  const metricsRef: { current: MetricsSink | null } = { current: null };
   const routes = buildRoutes(config.route, options.env, {
     lookupSync: (host) => resolver.peek(host)?.map((a) => a.address) ?? null,
     fetchText,
     onPacError: (message) => log.error({ route: 'pac' }, message),
     onPacLoad: () => log.info({ route: 'pac' }, 'PAC script loaded'),
+    onPacCache: (hit) => metricsRef.current?.pacCache(hit),
   });
   if (!routes.ok) return routes;
   let pacError: string | null = null;
@@ -107,7 +111,11 @@ export async function buildRuntime(config: Config, options: AppOptions): Promise
   const tokens = configTokens(config.grants, options.env);
   if (!tokens.ok) return tokens;
   installConfigGrants(registry, config, tokens.value, new Set());
+  // Series exist only for configured listeners (bounded labels); without admin.metrics nothing is counted.
+  const metrics = config.admin.metrics === undefined ? new NoopMetrics() : new Metrics({ listeners: [...config.listeners.map((l) => l.name), DEDICATED_LISTENER_NAME] });
+  metricsRef.current = metrics;
   const runtime: ProxyRuntime = {
+    metrics,
     registry,
     resolver,
     routes: routes.value.selector,

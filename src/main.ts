@@ -25,7 +25,7 @@ async function runStart(options: { config: string }): Promise<void> {
   const config = await loadOrExit(options.config);
   let app: SluiceApp;
   try {
-    app = await startApp(config, { env: process.env });
+    app = await startApp(config, { env: process.env, cwd: process.cwd() });
   } catch (error) {
     if (error instanceof ProxyError && error.code === 'ERR_CONFIG_INVALID') {
       process.stderr.write(`${options.config}: invalid\n${error.message.replace(/^/gm, '  ')}\n`);
@@ -39,14 +39,22 @@ async function runStart(options: { config: string }): Promise<void> {
   const stop = (signal: string): void => {
     if (stopping) return;
     stopping = true;
-    log.info({ signal }, 'shutting down');
-    app.close().then(
+    log.info({ signal, drainTimeoutMs: config.admin.drainTimeoutMs }, 'shutting down: no new connections, draining live ones');
+    app.close(config.admin.drainTimeoutMs).then(
       () => process.exit(0),
       () => process.exit(1),
     );
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGHUP', () => {
+    app.control.reload().then(
+      (result) => {
+        if (!result.ok) for (const issue of result.issues) log.error({ path: issue.path }, `reload refused, keeping the running config: ${issue.message}`);
+      },
+      (error: unknown) => log.error({ err: error }, 'reload failed, keeping the running config'),
+    );
+  });
 }
 
 async function runCheckConfig(file: string): Promise<void> {

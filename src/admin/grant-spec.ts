@@ -29,7 +29,8 @@ export function parseGrantSpec(body: unknown): GrantSpecResult {
   if (parsed.success && issues.length === 0) return { ok: true, spec: parsed.data };
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
-      const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
+      const isKeyNamed = issue.code !== 'unrecognized_keys' || issue.keys.every((k) => issue.message.includes(k));
+      const keys = isKeyNamed ? '' : ` (${issue.code === 'unrecognized_keys' ? issue.keys.join(', ') : ''})`;
       issues.push({ path: formatKeyPath(issue.path), message: issue.message + keys });
     }
   }

@@ -5,7 +5,7 @@ import type { OperationalLog } from '../audit/index.js';
 import type { ProxyControl } from '../core/index.js';
 import { isAdminTokenValid } from './auth.js';
 import { errorReply, type AdminReply } from './errors.js';
-import { parseJsonBody, readBody, sendJson } from './http-io.js';
+import { MAX_BODY_BYTES, parseJsonBody, readBody, sendJson } from './http-io.js';
 import { bindAdminServer, isUnixListen, type UnixSocketProbe } from './listen.js';
 import { matchRoute, PARAM_MESSAGE, type AdminRoute } from './router.js';
 import { ADMIN_ROUTES } from './routes/index.js';
@@ -26,6 +26,7 @@ export interface AdminServer {
   close(): Promise<void>;
 }
 
+const CLOSE_GRACE_MS = 2000;
 const BAD_REQUEST_BODY = '{"error":"bad_request"}\n';
 const BAD_REQUEST = `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: ${BAD_REQUEST_BODY.length}\r\n\r\n${BAD_REQUEST_BODY}`;
 const UNAUTHORIZED_HEADERS = { 'www-authenticate': 'Bearer realm="sluice-admin"' } as const;
@@ -51,18 +52,32 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     socket.once('close', () => sockets.delete(socket));
   });
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => void serveRequest(ctx, req, res));
+  // Expect: 100-continue: invite the body only when it could be accepted; otherwise answer straight away.
+  server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const isAuthorized = ctx.tokenSha256 === null || isAdminTokenValid(req.headers.authorization, ctx.tokenSha256);
+    if (isAuthorized && Number(req.headers['content-length'] ?? 0) <= MAX_BODY_BYTES) res.writeContinue();
+    void serveRequest(ctx, req, res);
+  });
   server.on('clientError', (_error: Error, socket: net.Socket) => {
     if (socket.writable) socket.end(BAD_REQUEST);
     else socket.destroy();
   });
-  const bound = await bindAdminServer(server, options.listen, options.isUnixSocketAlive, secure);
+  const bound = await bindAdminServer(server, options.listen, options.isUnixSocketAlive, secure).catch((error: unknown) => {
+    if (server.listening) server.close();
+    throw error;
+  });
   options.log.info({ address: bound.address }, 'admin listening');
   return {
     address: bound.address,
     close: () =>
       new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const socket of sockets) socket.destroy();
+        // Let an answer in flight finish (a revoke, say); cut whatever is left after CLOSE_GRACE_MS.
+        const timer = setTimeout(() => sockets.forEach((socket) => socket.destroy()), CLOSE_GRACE_MS);
+        server.close(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+        server.closeIdleConnections();
       }),
   };
 }
@@ -107,7 +122,8 @@ async function decide(ctx: AdminContext, req: http.IncomingMessage, method: stri
   const match = matchRoute(ctx.routes, method, pathname);
   const template = match.kind === 'not_found' ? null : match.template;
   const body = await readBody(req);
-  if (!body.ok) return { template, reply: errorReply('body_too_large'), closeConnection: true };
+  if (!body.ok && body.reason === 'too_large') return { template, reply: errorReply('body_too_large'), closeConnection: true };
+  if (!body.ok) return { template, reply: errorReply('body_invalid_json', [{ path: '(body)', message: 'the body was cut off' }]), closeConnection: true };
   if (match.kind === 'not_found') return { template, reply: errorReply('not_found'), closeConnection: false };
   if (match.kind === 'method_not_allowed') {
     return { template, reply: errorReply('method_not_allowed', undefined, { allow: match.allow.join(', ') }), closeConnection: false };

@@ -2,6 +2,7 @@
 // one close record when its tunnel or response ends (STYLE §3.8).
 import { Reasons, type CloseReason } from '../core/index.js';
 import { redactTarget, type AuditSink } from '../audit/index.js';
+import type { MetricsSink } from '../telemetry/index.js';
 import type { ConnectionContext } from './connection-context.js';
 import type { Hop } from './hop.js';
 import { isAttested } from './decide.js';
@@ -19,7 +20,10 @@ function credentialObservingOf(hop: Hop): boolean | null {
   return hop.routeHops.some((h) => h.kind === 'proxy' && h.proxy.inspectsTls);
 }
 
-export function recordDecision(sink: AuditSink, ctx: ConnectionContext, hop: Hop): void {
+export function recordDecision(sink: AuditSink, ctx: ConnectionContext, hop: Hop, metrics: MetricsSink): void {
+  metrics.decision(hop.reason, hop.kind);
+  if (hop.authorizeUs !== null) metrics.authorizeSeconds(hop.authorizeUs / 1e6);
+  if (hop.dialUs !== null) metrics.dialSeconds((hop.dialUs - (hop.resolveUs ?? 0)) / 1e6);
   // Never report a pin for a hop an upstream proxy resolves: it was checked, not dialed (BRIEF scenario 3).
   const pinned = hop.dialed ?? (attestedOf(hop) === true ? (hop.pinned[0] ?? null) : null);
   sink.write({
@@ -58,7 +62,9 @@ export interface CloseFacts {
   readonly bytesDown: number;
 }
 
-export function recordClose(sink: AuditSink, ctx: ConnectionContext, hop: Hop, facts: CloseFacts): void {
+export function recordClose(sink: AuditSink, ctx: ConnectionContext, hop: Hop, facts: CloseFacts, metrics: MetricsSink): void {
+  metrics.bytes(facts.bytesUp, facts.bytesDown);
+  metrics.closed(facts.closedBy);
   sink.write({
     v: 1,
     kind: 'close',

@@ -5,6 +5,7 @@ import { authorize } from '../authority/index.js';
 import { deny, ok, type LookupAnswer, type ResolvedAddress, type Verdict } from '../core/index.js';
 import { literalAnswer, pin, type Resolver } from '../resolve/index.js';
 import type { RouteHop, RouteSelector } from '../route/index.js';
+import type { MetricsSink } from '../telemetry/index.js';
 import type { Hop } from './hop.js';
 import type { RuntimeGrant } from './grant-table.js';
 
@@ -12,6 +13,7 @@ export interface DecideDeps {
   readonly resolver: Resolver;
   readonly routes: RouteSelector;
   readonly now: () => number;
+  readonly metrics: MetricsSink;
 }
 
 /** Returns true when the grant is usable now; otherwise records why on the hop. */
@@ -29,6 +31,7 @@ async function resolveDestination(deps: DecideDeps, hop: Hop): Promise<Verdict<r
   const literal = literalAnswer(dest);
   if (literal !== null) return ok([literal]);
   const resolved = await deps.resolver.resolve(dest.host);
+  if (resolved.ok && resolved.value.source !== 'hosts') deps.metrics.dnsCache(resolved.value.source === 'cache');
   return resolved.ok ? ok(resolved.value.answers) : resolved;
 }
 

@@ -15,7 +15,7 @@ import { connectEstablished, writeSocketDenial } from './respond.js';
 import type { ProxyRuntime } from './runtime.js';
 
 function deny(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, socket: net.Socket): void {
-  recordDecision(rt.audit, ctx, hop);
+  recordDecision(rt.audit, ctx, hop, rt.metrics);
   writeSocketDenial(socket, { reason: hop.reason, destination: hop.canonical?.key ?? null, grant: hop.principal?.grantId ?? null });
 }
 
@@ -43,7 +43,7 @@ export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: h
   if (!(await decideDestination(rt, hop, grant))) return deny(rt, ctx, hop, socket);
   if (socket.destroyed) {
     hop.fail('client_gone', 'before the tunnel was dialed');
-    recordDecision(rt.audit, ctx, hop);
+    recordDecision(rt.audit, ctx, hop, rt.metrics);
     return;
   }
 
@@ -57,20 +57,22 @@ export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: h
   if (socket.destroyed) {
     upstream.destroy();
     hop.fail('client_gone', 'before the tunnel was established');
-    recordDecision(rt.audit, ctx, hop);
+    recordDecision(rt.audit, ctx, hop, rt.metrics);
     return;
   }
-  recordDecision(rt.audit, ctx, hop);
+  recordDecision(rt.audit, ctx, hop, rt.metrics);
   socket.write(connectEstablished());
   if (opened.value.head.length > 0) socket.write(opened.value.head);
   const tunnel = new Tunnel(socket, upstream, relayLimits(rt, grant), head, byteBudget(rt, grant));
   ctx.tunnel = tunnel;
   ctx.tunnelHop = hop;
+  rt.metrics.tunnelOpened(ctx.listener);
   // Revoked or expired while dialing: the registry could not see this tunnel yet.
   if (ctx.endedBy !== null) tunnel.end(ctx.endedBy);
   const outcome = await tunnel.done;
   ctx.tunnel = null;
   ctx.tunnelHop = null;
+  rt.metrics.tunnelClosed(ctx.listener);
   if (grant.limits.maxBytes === undefined) rt.registry.addBytes(grant.id, outcome.bytesUp + outcome.bytesDown);
-  recordClose(rt.audit, ctx, hop, { closedBy: outcome.closedBy, status: 200, bytesUp: outcome.bytesUp, bytesDown: outcome.bytesDown });
+  recordClose(rt.audit, ctx, hop, { closedBy: outcome.closedBy, status: 200, bytesUp: outcome.bytesUp, bytesDown: outcome.bytesDown }, rt.metrics);
 }

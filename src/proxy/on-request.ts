@@ -20,7 +20,7 @@ function hasBody(req: http.IncomingMessage): boolean {
 }
 
 function deny(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.IncomingMessage, res: http.ServerResponse): void {
-  recordDecision(rt.audit, ctx, hop);
+  recordDecision(rt.audit, ctx, hop, rt.metrics);
   // An unread request body would be parsed as the next request: close instead of keeping alive.
   const close = hasBody(req) || hop.reason === 'principal_changed' || hop.reason === 'token_grant_mismatch';
   writeResponseDenial(res, { reason: hop.reason, destination: hop.canonical?.key ?? null, grant: hop.principal?.grantId ?? null }, close);
@@ -67,13 +67,13 @@ export async function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: h
     return deny(rt, ctx, hop, req, res);
   }
   rt.registry.addBytes(grant.id, result.bytesUp + result.bytesDown);
-  recordDecision(rt.audit, ctx, hop);
+  recordDecision(rt.audit, ctx, hop, rt.metrics);
   recordClose(rt.audit, ctx, hop, {
     closedBy: result.closedBy ?? 'completed',
     status: result.status,
     bytesUp: result.bytesUp,
     bytesDown: result.bytesDown,
-  });
+  }, rt.metrics);
 }
 
 /**

@@ -2,6 +2,7 @@
 import type { AuditSink, OperationalLog } from '../audit/index.js';
 import type { DialOptions, UpstreamOptions } from '../egress/index.js';
 import type { ForwardAgent, RelayLimits } from '../relay/index.js';
+import type { MetricsSink } from '../telemetry/index.js';
 import type { DecideDeps } from './decide.js';
 import type { GrantRegistry } from './grant-registry.js';
 
@@ -15,4 +16,5 @@ export interface ProxyRuntime extends DecideDeps {
   readonly dial: DialOptions;
   readonly upstream: UpstreamOptions;
   readonly relay: RelayLimits;
+  readonly metrics: MetricsSink;
 }

@@ -50,7 +50,11 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
   server.on('connection', (socket: TaggedSocket) => {
     socket[CONTEXT] = new ConnectionContext(socket, section.name, identity);
     sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
+    rt.metrics.connectionOpened(section.name);
+    socket.once('close', () => {
+      sockets.delete(socket);
+      rt.metrics.connectionClosed(section.name);
+    });
   });
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const ctx = contextOf(req.socket);
@@ -71,7 +75,7 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
     if (ctx === undefined) return void socket.destroy();
     const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', req.url ?? '');
     hop.fail('upgrade_unsupported');
-    recordDecision(rt.audit, ctx, hop);
+    recordDecision(rt.audit, ctx, hop, rt.metrics);
     writeSocketDenial(socket, { reason: hop.reason, destination: null, grant: ctx.principal?.grantId ?? null });
   });
   server.on('clientError', (error: NodeJS.ErrnoException, socket: net.Socket) => {
@@ -79,7 +83,7 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
     if (ctx !== undefined && error.code !== 'ECONNRESET' && error.code !== 'ERR_HTTP_REQUEST_TIMEOUT') {
       const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
       hop.fail('request_malformed', error.code ?? 'parse error');
-      recordDecision(rt.audit, ctx, hop);
+      recordDecision(rt.audit, ctx, hop, rt.metrics);
       writeSocketDenial(socket, { reason: 'request_malformed', destination: null, grant: ctx.principal?.grantId ?? null });
       return;
     }

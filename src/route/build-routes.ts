@@ -12,6 +12,7 @@ export interface RoutePorts {
   readonly fetchText: FetchText;
   readonly onPacError: (message: string) => void;
   readonly onPacLoad: () => void;
+  readonly onPacCache: (hit: boolean) => void;
 }
 
 export type BuildResult<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly issues: readonly ConfigIssue[] };
@@ -60,7 +61,7 @@ export function buildRoutes(route: RouteSection, env: Readonly<Record<string, st
       onError: ports.onPacError,
       onLoad: ports.onPacLoad,
     });
-    const selector = pacSelector(source, settings);
+    const selector = pacSelector(source, settings, ports.onPacCache);
     const trackingSelector: RouteSelector = {
       ...selector,
       select: async (dest, kind, scheme) => {

@@ -60,7 +60,7 @@ export function systemSelector(system: SystemProxy): RouteSelector {
 
 const MAX_CACHED_ROUTES = 10_000;
 
-export function pacSelector(source: PacSource, settings: UpstreamSettings): RouteSelector {
+export function pacSelector(source: PacSource, settings: UpstreamSettings, onCache: (hit: boolean) => void = () => undefined): RouteSelector {
   const cache = new Map<string, Route>();
   let cachedFor: unknown = null;
   const proxies = new Map<string, UpstreamProxy>();
@@ -89,6 +89,7 @@ export function pacSelector(source: PacSource, settings: UpstreamSettings): Rout
         cachedFor = script;
       }
       const cached = cache.get(key);
+      onCache(cached !== undefined);
       if (cached !== undefined) return ok(cached);
       const answer = await script.findProxy(key, dest.host);
       if (!answer.ok) return answer;

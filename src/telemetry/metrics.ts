@@ -5,6 +5,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { ReasonCode, RequestKind } from '../core/index.js';
 import {
   ByteDirections,
+  CLOSE_REASON_OTHER,
   CacheResults,
   DecisionReasons,
   DecisionRequests,
@@ -13,7 +14,6 @@ import {
   MAX_LISTENER_SERIES,
   MetricCloseReasons,
   MetricSpecs,
-  CLOSE_REASON_OTHER,
   type MetricName,
 } from './names.js';
 
