@@ -7,7 +7,8 @@ import { canonicalizeHost } from './authority/index.js';
 import { Ledger, LedgerStore, type GrantRecord } from './ledger/index.js';
 import { Resolver, SelfAddresses, createServersLookup, createSystemLookup } from './resolve/index.js';
 import { buildRoutes, type PacSource } from './route/index.js';
-import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText } from './egress/index.js';
+import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive } from './egress/index.js';
+import { resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
 import { createForwardAgent } from './relay/index.js';
 import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createOperationalLog, createPinoSink, type AuditSink, type OperationalLog } from './audit/index.js';
@@ -38,6 +39,9 @@ export interface AppOptions {
 export interface SluiceApp {
   readonly runtime: ProxyRuntime;
   readonly listeners: readonly BoundListener[];
+  /** The admin API and metrics listeners' real addresses, when configured. */
+  readonly adminAddress: string | null;
+  readonly metricsAddress: string | null;
   readonly self: SelfAddresses;
   readonly control: ProxyControl;
   readonly ledger: Ledger;
@@ -206,10 +210,36 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     readiness: () => (pac !== null && pac.current === null ? { ready: false, detail: 'no PAC script loaded' } : { ready: true, detail: 'listening' }),
   });
 
+  let admin: AdminServer | null = null;
+  let metricsServer: MetricsServer | null = null;
+  try {
+    if (config.admin.listen !== undefined) {
+      admin = await startAdminServer({
+        listen: config.admin.listen,
+        control,
+        adminTokenSha256: resolveAdminTokenSha256(config.admin, options.env),
+        log: runtime.log,
+        isUnixSocketAlive,
+      });
+      self.add(admin.address);
+    }
+    if (config.admin.metrics !== undefined) {
+      metricsServer = await startMetricsServer(config.admin.metrics, runtime.metrics, control);
+      self.add(metricsServer.address);
+    }
+  } catch (error) {
+    await admin?.close();
+    await stopListeners(listeners, 0);
+    await dedicated.closeAll(0);
+    throw error;
+  }
+
   let closed = false;
   return {
     runtime,
     listeners,
+    adminAddress: admin?.address ?? null,
+    metricsAddress: metricsServer?.address ?? null,
     self,
     control,
     ledger,
@@ -217,6 +247,8 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
       if (closed) return;
       closed = true;
       await Promise.all([stopListeners(listeners, drainMs), dedicated.closeAll(drainMs)]);
+      await admin?.close();
+      await metricsServer?.close();
       registry.close();
       runtime.routes.close();
       await runtime.forwardAgent.close();

@@ -4,6 +4,8 @@ import { loadConfig, type Config, type ConfigIssue } from './config/index.js';
 import { buildRuntime, startApp, type SluiceApp } from './app.js';
 import { ProxyError } from './core/index.js';
 import { explain, formatExplanation, type ProxyRuntime } from './proxy/index.js';
+import { parseGrantIssueOptions, runGrantCommand, type GrantIssueFlags } from './cli/index.js';
+import path from 'node:path';
 
 const EXIT_CONFIG = 2;
 
@@ -35,6 +37,8 @@ async function runStart(options: { config: string }): Promise<void> {
   }
   const log = app.runtime.log;
   for (const l of app.listeners) log.info({ listener: l.name, address: l.address }, 'listening');
+  if (app.adminAddress !== null) log.info({ admin: app.adminAddress }, 'admin API listening');
+  if (app.metricsAddress !== null) log.info({ metrics: app.metricsAddress }, 'metrics listening');
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
@@ -109,6 +113,70 @@ program
   .option('--json', 'print the decision as JSON')
   .argument('<target>', 'https://host[:port], http://host[:port]/path, or host:port')
   .action(runExplain);
+
+const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
+
+/** The admin address: --admin, else the config's admin.listen, else the default socket. */
+async function adminAddress(options: { admin?: string; config?: string }): Promise<string> {
+  if (options.admin !== undefined) return options.admin;
+  if (options.config !== undefined) {
+    const config = await loadOrExit(options.config);
+    if (config.admin.listen !== undefined) return config.admin.listen.startsWith('unix:') ? config.admin.listen : `http://${config.admin.listen}`;
+  }
+  return `unix:${path.resolve(process.cwd(), 'state/admin.sock')}`;
+}
+
+const output = { stdout: (s: string) => void process.stdout.write(s), stderr: (s: string) => void process.stderr.write(s) };
+
+async function runGrant(action: 'issue' | 'revoke' | 'list' | 'show', id: string | undefined, options: Record<string, unknown>): Promise<void> {
+  let spec: object | undefined;
+  if (action === 'issue') {
+    try {
+      spec = parseGrantIssueOptions({ ...(options as GrantIssueFlags), json: options['spec'] as string | undefined });
+    } catch (error) {
+      process.stderr.write(`sluice grant issue: ${(error as Error).message}\n`);
+      process.exitCode = 2;
+      return;
+    }
+  }
+  process.exitCode = await runGrantCommand(
+    {
+      action,
+      admin: await adminAddress(options as { admin?: string; config?: string }),
+      // The admin token for a TCP admin listener comes from the environment, never from argv (ps shows argv).
+      adminToken: process.env['SLUICE_ADMIN_TOKEN'],
+      id,
+      generation: options['generation'] as string | undefined,
+      spec,
+      json: options['json'] === true,
+    },
+    output,
+  );
+}
+
+const grant = program.command('grant').description("issue, revoke and list grants through the running proxy's admin socket");
+const adminOptions = (cmd: Command): Command =>
+  cmd
+    .option('--admin <address>', 'admin socket (unix:/path) or http://host:port; token from SLUICE_ADMIN_TOKEN')
+    .option('--config <file>', 'take the admin address from this config file')
+    .option('--json', 'print JSON');
+adminOptions(grant.command('issue').description('issue a grant; prints its id and token (shown only once)'))
+  .option('--destination <rule>', 'destination rule, repeatable', collect)
+  .option('--unrestricted', 'any destination (address classes still apply)')
+  .option('--allow-class <class>', 'extra address class, repeatable', collect)
+  .option('--allow-address <cidr>', 'extra CIDR, repeatable', collect)
+  .option('--generation <label>', 'generation label (revoke them together)')
+  .option('--expires-at <iso8601>', 'expiry time')
+  .option('--max-concurrent <n>', 'concurrent connections')
+  .option('--max-bytes <n>', 'bytes, both directions')
+  .option('--listen <address>', 'open a dedicated listener (unix:/path or 127.0.0.1:port)')
+  .option('--spec <json>', 'the whole grant as JSON; flags override its fields')
+  .action((options: Record<string, unknown>) => runGrant('issue', undefined, options));
+adminOptions(grant.command('revoke').description('revoke a grant, or a whole generation').argument('[id]'))
+  .option('--generation <label>', 'revoke every grant of this generation')
+  .action((id: string | undefined, options: Record<string, unknown>) => runGrant('revoke', id, options));
+adminOptions(grant.command('list').description('list grants (never tokens)')).action((options: Record<string, unknown>) => runGrant('list', undefined, options));
+adminOptions(grant.command('show').description('show one grant').argument('<id>')).action((id: string, options: Record<string, unknown>) => runGrant('show', id, options));
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`sluice: ${error instanceof Error ? error.message : String(error)}\n`);

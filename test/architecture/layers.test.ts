@@ -27,6 +27,7 @@ const LAYERS: Readonly<Record<string, number>> = {
   proxy: 3,
   admin: 3,
   app: 4,
+  cli: 4,
   main: 5,
 };
 

@@ -1,0 +1,148 @@
+// Specifies `sluice grant issue|list|show|revoke` end to end against a real admin server (Unix socket and
+// TCP with a bearer token) backed by an in-memory ProxyControl, and the flag-to-spec translation.
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adminTokenSha256, startAdminServer, type AdminServer } from '../../../src/admin/index.js';
+import { parseGrantIssueOptions, runGrantCommand, type GrantCommandArgs } from '../../../src/cli/grant.js';
+import { isUnixSocketAlive } from '../../../src/egress/index.js';
+import { FakeControl, captureLog } from './fake-control.js';
+
+const ADMIN_TOKEN = 'cli-admin-token-77';
+let dir: string;
+let admin: string;
+let server: AdminServer;
+let tcp: AdminServer;
+const control = new FakeControl();
+
+beforeAll(async () => {
+  dir = await fs.mkdtemp(path.join(os.tmpdir(), 'sluice-grant-cli-'));
+  const socketPath = path.join(dir, 'admin.sock');
+  server = await startAdminServer({ listen: `unix:${socketPath}`, control, adminTokenSha256: null, log: captureLog().log, isUnixSocketAlive });
+  tcp = await startAdminServer({ listen: '127.0.0.1:0', control, adminTokenSha256: adminTokenSha256(ADMIN_TOKEN), log: captureLog().log, isUnixSocketAlive });
+  admin = `unix:${socketPath}`;
+});
+
+afterAll(async () => {
+  await Promise.all([server.close(), tcp.close()]);
+  await fs.rm(dir, { recursive: true, force: true });
+});
+
+async function sluiceGrant(args: Omit<GrantCommandArgs, 'admin'> & { admin?: string }): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runGrantCommand({ admin, ...args }, { stdout: (s) => (stdout += s), stderr: (s) => (stderr += s) });
+  return { code, stdout, stderr };
+}
+
+describe('sluice grant over the admin socket', () => {
+  it('issue prints the id and the token once; list and show print neither the token', async () => {
+    const spec = parseGrantIssueOptions({ destination: ['https://api.github.com', 'https://*.githubusercontent.com'], generation: 'run-7', maxConcurrent: '8' });
+    const issued = await sluiceGrant({ action: 'issue', spec });
+    expect(issued.code).toBe(0);
+    const token = control.issuedTokens.at(-1) ?? '';
+    expect(issued.stdout).toMatch(new RegExp(`^id +g-\\d+\ntoken +${token}\n$`));
+    expect(issued.stderr).toMatch(/shown only this once/);
+    const id = /^id +(\S+)/.exec(issued.stdout)?.[1] ?? '';
+
+    const list = await sluiceGrant({ action: 'list' });
+    expect(list.code).toBe(0);
+    expect(list.stdout.split('\n')[0]).toMatch(/^ID +SOURCE +GENERATION +DESTINATIONS +EXPIRES +REVOKED$/);
+    expect(list.stdout).toMatch(new RegExp(`^${id} +runtime +run-7 +2 +- +-$`, 'm'));
+    const show = await sluiceGrant({ action: 'show', id });
+    expect(show.stdout).toMatch(/^destinations +\["https:\/\/api\.github\.com"/m);
+    for (const out of [list, show]) expect(out.stdout + out.stderr).not.toContain(token);
+  });
+
+  it('--json prints the admin answer as JSON', async () => {
+    const issued = await sluiceGrant({ action: 'issue', spec: { destinations: ['https://x.example'] }, json: true });
+    const body = JSON.parse(issued.stdout) as { id: string; token: string; grant: { id: string } };
+    expect(body.token).toBe(control.issuedTokens.at(-1));
+    const list = JSON.parse((await sluiceGrant({ action: 'list', json: true })).stdout) as { grants: { id: string }[] };
+    expect(list.grants.map((g) => g.id)).toContain(body.id);
+  });
+
+  it('revoke by id and by generation', async () => {
+    const one = JSON.parse((await sluiceGrant({ action: 'issue', spec: { destinations: ['https://a.example'], generation: 'cli-gen' }, json: true })).stdout) as { id: string };
+    const two = JSON.parse((await sluiceGrant({ action: 'issue', spec: { destinations: ['https://b.example'], generation: 'cli-gen' }, json: true })).stdout) as { id: string };
+    expect(await sluiceGrant({ action: 'revoke', id: one.id })).toEqual({ code: 0, stdout: `revoked ${one.id} (2 connection(s) ended)\n`, stderr: '' });
+    const gen = await sluiceGrant({ action: 'revoke', generation: 'cli-gen' });
+    expect(gen).toEqual({ code: 0, stdout: `revoked 1 grant(s) of generation cli-gen: ${two.id} (1 connection(s) ended)\n`, stderr: '' });
+  });
+
+  it('prints the error code and each issue to stderr and exits 1 when the admin API refuses', async () => {
+    const refused = await sluiceGrant({ action: 'issue', spec: { destinations: [7], limits: { maxConcurrent: 0 } } });
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toBe('');
+    expect(refused.stderr).toContain('400 grant_invalid');
+    expect(refused.stderr).toContain('  destinations[0]:');
+    expect(refused.stderr).toContain('  limits.maxConcurrent:');
+    expect(await sluiceGrant({ action: 'show', id: 'missing' })).toMatchObject({ code: 1, stderr: expect.stringContaining('404 grant_not_found') });
+  });
+
+  it('exits 2 on a usage error without calling the admin API', async () => {
+    expect(await sluiceGrant({ action: 'revoke' })).toMatchObject({ code: 2, stderr: expect.stringContaining('give either a grant id or --generation') });
+    expect(await sluiceGrant({ action: 'revoke', id: 'a', generation: 'b' })).toMatchObject({ code: 2 });
+    expect(await sluiceGrant({ action: 'show' })).toMatchObject({ code: 2 });
+  });
+
+  it('says clearly when nothing answers on the admin socket', async () => {
+    const gone = path.join(dir, 'gone.sock');
+    const result = await sluiceGrant({ action: 'list', admin: `unix:${gone}` });
+    expect(result).toEqual({ code: 1, stdout: '', stderr: `sluice grant list: cannot reach the admin socket at ${gone}: is sluice running? (ENOENT)\n` });
+    expect(await sluiceGrant({ action: 'list', admin: 'ftp://nope' })).toMatchObject({ code: 1, stderr: expect.stringContaining('expected unix:/path or http://host:port') });
+  });
+});
+
+describe('sluice grant over TCP', () => {
+  it('sends the admin token as a bearer token; without it the answer is admin_token_invalid', async () => {
+    const url = `http://${tcp.address}`;
+    expect(await sluiceGrant({ action: 'list', admin: url, adminToken: ADMIN_TOKEN })).toMatchObject({ code: 0 });
+    expect(await sluiceGrant({ action: 'list', admin: url })).toMatchObject({ code: 1, stderr: expect.stringContaining('401 admin_token_invalid') });
+  });
+});
+
+describe('parseGrantIssueOptions', () => {
+  it('builds the POST /v1/grants body from flags', () => {
+    expect(
+      parseGrantIssueOptions({
+        destination: ['https://api.github.com'],
+        generation: 'run-7',
+        expiresAt: '2026-12-01T00:00:00Z',
+        maxConcurrent: '8',
+        maxBytes: '10737418240',
+        listen: 'unix:./state/a.sock',
+        allowClass: ['private'],
+        allowAddress: ['127.0.0.2/32'],
+      }),
+    ).toEqual({
+      destinations: ['https://api.github.com'],
+      generation: 'run-7',
+      listen: 'unix:./state/a.sock',
+      allowAddressClasses: ['private'],
+      allowAddresses: ['127.0.0.2/32'],
+      limits: { expiresAt: '2026-12-01T00:00:00Z', maxConcurrent: 8, maxBytes: 10737418240 },
+    });
+    expect(parseGrantIssueOptions({ unrestricted: true })).toEqual({ unrestricted: true });
+  });
+
+  it('lets flags override a --json spec and keeps its other fields', () => {
+    const json = JSON.stringify({ destinations: ['https://old.example'], requireAttestedAddress: true, limits: { maxBytes: 5 } });
+    expect(parseGrantIssueOptions({ json, destination: ['https://new.example'], maxConcurrent: '2' })).toEqual({
+      destinations: ['https://new.example'],
+      requireAttestedAddress: true,
+      limits: { maxBytes: 5, maxConcurrent: 2 },
+    });
+  });
+
+  it.each([
+    [{ maxConcurrent: 'eight' }, /--max-concurrent: expected a positive integer/],
+    [{ maxConcurrent: '0' }, /--max-concurrent/],
+    [{ maxBytes: '1e3' }, /--max-bytes/],
+    [{ json: '{nope' }, /--json: not valid JSON/],
+    [{ json: '[1]' }, /--json: expected a JSON object/],
+  ])('refuses %o', (flags, message) => {
+    expect(() => parseGrantIssueOptions(flags)).toThrow(message);
+  });
+});
