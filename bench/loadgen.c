@@ -504,7 +504,7 @@ static int http_response_len(struct conn *c, int *status, int *eof_body) {
   return 0;
 }
 
-static long http_done, http_conns;
+static long http_done, http_conns, http_closed_idle;
 static int http_readable(struct conn *c, long idx) {
   for (;;) {
     if (c->have >= (int)sizeof c->buf) { errors[E_BADRESP]++; return -1; }
@@ -515,6 +515,7 @@ static int http_readable(struct conn *c, long idx) {
       return -1;
     }
     if (r == 0) {
+      if (c->have == 0 && c->got > 0) { http_closed_idle++; return -1; } /* keep-alive ended by the far side */
       int status = 0, eof_body = 0;
       int len = http_response_len(c, &status, &eof_body);
       if (len == 0 && eof_body) { /* body ended by close: a complete response */
@@ -530,6 +531,7 @@ static int http_readable(struct conn *c, long idx) {
     int len = http_response_len(c, &status, &eof_body);
     if (len < 0) { errors[E_BADRESP]++; return -1; }
     if (len == 0) continue;
+    c->got++;
     if (status == 200) { sample(now_ns() - c->req_started); http_done++; }
     else {
       errors[E_STATUS]++;
@@ -577,9 +579,9 @@ static int run_http(void) {
   double wall = now_s() - t0, u, sy;
   for (int i = 0; i < n; i++) conn_close(&conns[i]);
   cpu_times(&u, &sy);
-  printf("{\"mode\":\"http\",\"concurrency\":%d,\"done\":%ld,\"connections\":%ld,\"wall_s\":%.3f,\"rate\":%.1f,\"cpu_user_s\":%.3f,"
+  printf("{\"mode\":\"http\",\"concurrency\":%d,\"done\":%ld,\"connections\":%ld,\"closed_by_peer\":%ld,\"wall_s\":%.3f,\"rate\":%.1f,\"cpu_user_s\":%.3f,"
          "\"cpu_sys_s\":%.3f,",
-         n, http_done, http_conns, wall, http_done / wall, u, sy);
+         n, http_done, http_conns, http_closed_idle, wall, http_done / wall, u, sy);
   print_errors();
   printf(",");
   print_latency();

@@ -75,7 +75,7 @@ export class GrantRegistry {
     if (grant === undefined) return 0;
     this.grants.set(id, { ...grant, revoked: true });
     this.clearExpiry(id);
-    return this.endConnections(id, 'grant_revoked');
+    return this.endConnections(id, 'revoked');
   }
 
   /** Called once a connection's principal is known; refuses it when the grant's budgets are spent. */
@@ -146,8 +146,8 @@ export class GrantRegistry {
 
   /** After a grant changed: end tunnels whose destination or dialed address it no longer allows. */
   private recheck(grant: RuntimeGrant): number {
-    if (grant.revoked) return this.endConnections(grant.id, 'grant_revoked');
-    if (grant.expiresAtMs !== null && this.now() >= grant.expiresAtMs) return this.endConnections(grant.id, 'grant_expired');
+    if (grant.revoked) return this.endConnections(grant.id, 'revoked');
+    if (grant.expiresAtMs !== null && this.now() >= grant.expiresAtMs) return this.endConnections(grant.id, 'expired');
     let ended = 0;
     for (const ctx of [...(this.live.get(grant.id) ?? [])]) {
       const hop = ctx.tunnelHop;
@@ -170,7 +170,7 @@ export class GrantRegistry {
       const current = this.grants.get(grant.id);
       if (current === undefined) return;
       if (this.now() < (current.expiresAtMs ?? 0)) this.armExpiry(current);
-      else this.endConnections(grant.id, 'grant_expired');
+      else this.endConnections(grant.id, 'expired');
     }, Math.max(0, Math.min(delay, MAX_TIMER_MS)));
     timer.unref();
     this.expiry.set(grant.id, timer);

@@ -100,7 +100,7 @@ describe('revocation acts on live traffic', () => {
     expect(replay.head).toContain('details="grant_revoked"');
     replay.socket.destroy();
     tunnelB.destroy();
-    expect(sluice.closes().filter((c) => c.principal === a.id).map((c) => c.closedBy)).toEqual(['grant_revoked', 'grant_revoked']);
+    expect(sluice.closes().filter((c) => c.principal === a.id).map((c) => c.closedBy)).toEqual(['revoked', 'revoked']);
   });
 
   it('generation revoke ends exactly that generation', async () => {
@@ -123,7 +123,7 @@ describe('revocation acts on live traffic', () => {
     const tunnel = await echoTunnel(sluice.port, echo.port, g.token);
     await waitFor(tunnel, 'close', 3000);
     await closeRecorded(sluice);
-    expect(sluice.closes().at(-1)).toMatchObject({ principal: g.id, closedBy: 'grant_expired' });
+    expect(sluice.closes().at(-1)).toMatchObject({ principal: g.id, closedBy: 'expired' });
     const again = await openConnectTunnel(sluice.port, `echo.test:${echo.port}`, { 'Proxy-Authorization': `Bearer ${g.token}` });
     expect(again.head).toContain('details="grant_expired"');
     again.socket.destroy();
