@@ -13,6 +13,8 @@ import { createForwardAgent } from './relay/index.js';
 import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createOperationalLog, createPinoSink, type AuditSink, type OperationalLog } from './audit/index.js';
 import {
+  AuthThrottle,
+  ConnectionGate,
   DEDICATED_LISTENER_NAME,
   DedicatedListeners,
   GrantRegistry,
@@ -50,7 +52,9 @@ export interface SluiceApp {
 
 export type Built<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly issues: readonly ConfigIssue[] };
 
-const HTTP_LIMITS: HttpLimits = { headersTimeoutMs: 10_000, keepAliveTimeoutMs: 5_000, maxHeaderBytes: 16 * 1024 };
+function httpLimits(config: Config): HttpLimits {
+  return { headersTimeoutMs: config.timeouts.headersMs, keepAliveTimeoutMs: 5_000, maxHeaderBytes: config.limits.maxHeaderBytes };
+}
 
 function compileHosts(hosts: Readonly<Record<string, readonly string[]>>): Built<Map<string, LookupAnswer[]>> {
   const issues: ConfigIssue[] = [];
@@ -90,7 +94,7 @@ export async function buildRuntime(config: Config, options: AppOptions): Promise
     (config.dns.servers === 'system'
       ? createSystemLookup(Math.floor(config.dns.systemTtlMs / 1000))
       : createServersLookup(config.dns.servers, config.dns.timeoutMs));
-  const resolver = new Resolver(lookup, { ...config.dns, hosts: hosts.value }, () => performance.now());
+  const resolver = new Resolver(lookup, { ...config.dns, hosts: hosts.value, maxConcurrentLookups: config.limits.maxConcurrentLookups }, () => performance.now());
   const log = options.log ?? createOperationalLog(config.log.level);
   const metricsRef: { current: MetricsSink | null } = { current: null };
   const routes = buildRoutes(config.route, options.env, {
@@ -119,6 +123,10 @@ export async function buildRuntime(config: Config, options: AppOptions): Promise
   const metrics = config.admin.metrics === undefined ? new NoopMetrics() : new Metrics({ listeners: [...config.listeners.map((l) => l.name), DEDICATED_LISTENER_NAME] });
   metricsRef.current = metrics;
   const runtime: ProxyRuntime = {
+    gate: new ConnectionGate(config.limits.maxConnections),
+    authThrottle: new AuthThrottle(config.limits.authFailuresPerMinute, Date.now),
+    maxHeaderCount: config.limits.maxHeaderCount,
+    handshakeTimeoutMs: config.timeouts.headersMs,
     metrics,
     registry,
     resolver,
@@ -173,9 +181,9 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
   installConfigGrants(registry, config, tokens.value, revokedConfig);
   for (const record of ledger.list()) if (record.source === 'runtime') installRecord(registry, record, runtime.log);
 
-  const listeners = await startListeners(runtime, config.listeners, HTTP_LIMITS);
+  const listeners = await startListeners(runtime, config.listeners, httpLimits(config));
   for (const l of listeners) self.add(l.address);
-  const dedicated = new DedicatedListeners(runtime, HTTP_LIMITS, self);
+  const dedicated = new DedicatedListeners(runtime, httpLimits(config), self);
   for (const record of ledger.list()) {
     const listen = record.spec.listen;
     if (record.source === 'runtime' && record.revokedAt === null && listen !== undefined) {

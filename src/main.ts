@@ -36,6 +36,10 @@ async function runStart(options: { config: string }): Promise<void> {
     throw error;
   }
   const log = app.runtime.log;
+  // One connection's fault must not take every principal's network down: log it and keep serving.
+  // Handlers already own their sockets; this is the last line, and every occurrence is a bug to fix.
+  process.on('uncaughtException', (error) => log.error({ err: error }, 'uncaught exception; continuing'));
+  process.on('unhandledRejection', (reason) => log.error({ err: reason }, 'unhandled rejection; continuing'));
   for (const l of app.listeners) log.info({ listener: l.name, address: l.address }, 'listening');
   if (app.adminAddress !== null) log.info({ admin: app.adminAddress }, 'admin API listening');
   if (app.metricsAddress !== null) log.info({ metrics: app.metricsAddress }, 'metrics listening');

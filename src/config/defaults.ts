@@ -7,6 +7,7 @@ export const Defaults = {
   audit: { file: 'stdout' as const },
   log: { level: 'info' as const },
   state: './state',
+  limits: { maxConnections: 20_000, maxHeaderBytes: 16_384, maxHeaderCount: 100, authFailuresPerMinute: 30, maxConcurrentLookups: 512 },
   admin: { drainTimeoutMs: 10_000 },
   route: { mode: 'direct' as const },
   grant: { unrestricted: false, requireAttestedAddress: false },

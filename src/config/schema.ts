@@ -27,6 +27,7 @@ const listenerSchema = z
     listen: listenAddress,
     identify: z.literal('token').optional(),
     grant: z.string().min(1).optional(),
+    maxConnections: z.number().int().positive().optional(),
   })
   .refine((l) => !(l.identify && l.grant), { message: 'a listener is either identify: token or bound to one grant, not both' });
 
@@ -46,6 +47,7 @@ const grantFields = {
   allowAddressClasses: z.array(z.enum(GRANTABLE_CLASSES as [string, ...string[]])).default([]),
   allowAddresses: z.array(z.string().min(1)).default([]),
   requireAttestedAddress: z.boolean().default(Defaults.grant.requireAttestedAddress),
+  tls: z.strictObject({ requireSniMatch: z.boolean().default(false) }).prefault({}),
   generation: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, digits, _ . : - (1-128)').optional(),
   limits: limitsSchema.prefault({}),
 };
@@ -133,6 +135,15 @@ export const configSchema = z.strictObject({
       idleMs: positiveMs.default(Defaults.timeouts.idleMs),
       originResponseMs: positiveMs.default(Defaults.timeouts.originResponseMs),
       upstreamMs: positiveMs.default(Defaults.timeouts.upstreamMs),
+    })
+    .prefault({}),
+  limits: z
+    .strictObject({
+      maxConnections: z.number().int().positive().default(Defaults.limits.maxConnections),
+      maxHeaderBytes: z.number().int().min(1024).max(1_048_576).default(Defaults.limits.maxHeaderBytes),
+      maxHeaderCount: z.number().int().min(8).max(10_000).default(Defaults.limits.maxHeaderCount),
+      authFailuresPerMinute: z.number().int().positive().default(Defaults.limits.authFailuresPerMinute),
+      maxConcurrentLookups: z.number().int().positive().default(Defaults.limits.maxConcurrentLookups),
     })
     .prefault({}),
   audit: z.strictObject({ file: z.string().min(1).default(Defaults.audit.file) }).prefault({}),

@@ -1,7 +1,7 @@
 // The closed table of decision reason codes: each code's HTTP status and human message, declared once.
 // Codes are never renamed or reused; docs/reason-codes.md is checked against this table by a test.
 
-export type ReasonStatus = 200 | 400 | 403 | 407 | 429 | 502 | 504;
+export type ReasonStatus = 200 | 400 | 403 | 407 | 408 | 429 | 502 | 504;
 type ReasonSpec = { readonly status: ReasonStatus; readonly message: string };
 
 export const Reasons = {
@@ -17,6 +17,12 @@ export const Reasons = {
   connection_quota_exhausted: { status: 429, message: 'the grant has used its maximum number of connections' },
   byte_limit_reached: { status: 429, message: 'the grant has used its byte budget' },
   request_malformed: { status: 400, message: 'the request is not a well-formed proxy request' },
+  headers_too_large: { status: 400, message: 'the request head has too many or too large header fields' },
+  request_timeout: { status: 408, message: 'the request head did not arrive in time' },
+  connections_exhausted: { status: 429, message: 'Sluice or this listener already has its maximum number of connections' },
+  auth_rate_limited: { status: 429, message: 'too many failed proxy authentications from this address; try again later' },
+  sni_mismatch: { status: 403, message: 'the TLS ClientHello names another server than the authorized destination' },
+  dns_busy: { status: 502, message: 'too many name lookups are already in flight' },
   destination_malformed: { status: 400, message: 'the destination is not a valid scheme, host and port' },
   scheme_forbidden: { status: 400, message: 'this scheme cannot be requested in absolute form; use CONNECT' },
   host_mismatch: { status: 400, message: 'the absolute-form URI and the Host header disagree' },

@@ -20,6 +20,8 @@ export class ConnectionContext {
   private durationTimer: NodeJS.Timeout | null = null;
   readonly id: string;
   readonly acceptedAtMs = Date.now();
+  /** The peer address auth failures are counted against (the listener for Unix sockets). */
+  readonly source: string;
 
   constructor(
     readonly socket: net.Socket,
@@ -28,6 +30,7 @@ export class ConnectionContext {
   ) {
     nextId += 1;
     this.id = `c${nextId.toString(36)}`;
+    this.source = socket.remoteAddress ?? `unix:${listener}`;
   }
 
   /** Ends the connection now: its tunnel (with the reason in its close record) and the client socket. */

@@ -10,6 +10,8 @@ export interface RuntimeGrant {
   readonly authority: AuthoritySet;
   readonly addressPolicy: AddressPolicy;
   readonly requireAttestedAddress: boolean;
+  /** Domain-fronting guard: the tunnel's ClientHello must name the authorized host. */
+  readonly requireSniMatch: boolean;
   readonly expiresAtMs: number | null;
   readonly revoked: boolean;
   readonly limits: GrantLimits;
@@ -37,6 +39,7 @@ export function compileGrant(id: string, spec: GrantSpec, revoked: boolean, self
       authority: authority.value,
       addressPolicy: policy.value,
       requireAttestedAddress: spec.requireAttestedAddress,
+      requireSniMatch: spec.tls.requireSniMatch,
       expiresAtMs: expiresAtMs(spec.limits.expiresAt),
       revoked,
       limits: spec.limits,

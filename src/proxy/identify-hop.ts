@@ -10,11 +10,20 @@ import type { RuntimeGrant } from './grant-table.js';
 
 export function identifyHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.IncomingMessage): RuntimeGrant | null {
   const header = req.headers['proxy-authorization'];
+  if (rt.maxHeaderCount > 0 && req.rawHeaders.length / 2 > rt.maxHeaderCount) {
+    hop.fail('headers_too_large', `more than ${rt.maxHeaderCount} header fields`);
+    return null;
+  }
   if (ctx.principal !== null && header === undefined) {
     hop.principal = ctx.principal;
   } else {
+    if (header !== undefined && rt.authThrottle.isBlocked(ctx.source)) {
+      hop.fail('auth_rate_limited');
+      return null;
+    }
     const verdict = identify(ctx.identity, rt.registry.tokens, header);
     if (!verdict.ok) {
+      if (verdict.reason === 'token_invalid') rt.authThrottle.recordFailure(ctx.source);
       hop.fail(verdict.reason, verdict.detail);
       return null;
     }

@@ -10,3 +10,4 @@ export * from './explain.js';
 export * from './grant-registry.js';
 export * from './dedicated-listeners.js';
 export * from './control.js';
+export * from './admission.js';

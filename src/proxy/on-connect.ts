@@ -12,6 +12,7 @@ import { dialRoute } from './dial-route.js';
 import { Hop } from './hop.js';
 import { identifyHop } from './identify-hop.js';
 import { connectEstablished, writeSocketDenial } from './respond.js';
+import { checkSni } from './sni-guard.js';
 import type { ProxyRuntime } from './runtime.js';
 
 function deny(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, socket: net.Socket): void {
@@ -60,10 +61,27 @@ export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: h
     recordDecision(rt.audit, ctx, hop, rt.metrics);
     return;
   }
-  recordDecision(rt.audit, ctx, hop, rt.metrics);
-  socket.write(connectEstablished());
+  let clientHead = head;
+  if (grant.requireSniMatch && hop.canonical !== null) {
+    // The 200 goes first (the client sends its ClientHello only after it); nothing reaches the
+    // origin until the server name is checked.
+    socket.write(connectEstablished());
+    const sni = await checkSni(socket, head, hop.canonical, rt.handshakeTimeoutMs);
+    if (!sni.ok) {
+      hop.fail('sni_mismatch', sni.detail);
+      recordDecision(rt.audit, ctx, hop, rt.metrics);
+      upstream.destroy();
+      socket.destroy();
+      return;
+    }
+    clientHead = sni.head;
+    recordDecision(rt.audit, ctx, hop, rt.metrics);
+  } else {
+    recordDecision(rt.audit, ctx, hop, rt.metrics);
+    socket.write(connectEstablished());
+  }
   if (opened.value.head.length > 0) socket.write(opened.value.head);
-  const tunnel = new Tunnel(socket, upstream, relayLimits(rt, grant), head, byteBudget(rt, grant));
+  const tunnel = new Tunnel(socket, upstream, relayLimits(rt, grant), clientHead, byteBudget(rt, grant));
   ctx.tunnel = tunnel;
   ctx.tunnelHop = hop;
   rt.metrics.tunnelOpened(ctx.listener);

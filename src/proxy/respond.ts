@@ -10,6 +10,12 @@ export const PROXY_NAME = 'sluice';
 // RFC 9209 §2.3 proxy error types for each reason code; codes absent here carry no `error` parameter.
 const ERROR_TYPES: Partial<Record<ReasonCode, string>> = {
   request_malformed: 'http_request_error',
+  headers_too_large: 'http_request_error',
+  request_timeout: 'http_request_error',
+  connections_exhausted: 'proxy_internal_error',
+  auth_rate_limited: 'http_request_denied',
+  sni_mismatch: 'http_request_denied',
+  dns_busy: 'dns_error',
   destination_malformed: 'http_request_error',
   scheme_forbidden: 'http_request_denied',
   host_mismatch: 'http_request_error',
@@ -111,6 +117,7 @@ function statusText(status: number): string {
     case 400: return 'Bad Request';
     case 403: return 'Forbidden';
     case 407: return 'Proxy Authentication Required';
+    case 408: return 'Request Timeout';
     case 429: return 'Too Many Requests';
     case 502: return 'Bad Gateway';
     case 504: return 'Gateway Timeout';

@@ -5,6 +5,7 @@ import type { ForwardAgent, RelayLimits } from '../relay/index.js';
 import type { MetricsSink } from '../telemetry/index.js';
 import type { DecideDeps } from './decide.js';
 import type { GrantRegistry } from './grant-registry.js';
+import type { AuthThrottle, ConnectionGate } from './admission.js';
 
 export interface ProxyRuntime extends DecideDeps {
   readonly registry: GrantRegistry;
@@ -17,4 +18,9 @@ export interface ProxyRuntime extends DecideDeps {
   readonly upstream: UpstreamOptions;
   readonly relay: RelayLimits;
   readonly metrics: MetricsSink;
+  readonly gate: ConnectionGate;
+  readonly authThrottle: AuthThrottle;
+  readonly maxHeaderCount: number;
+  /** How long a client has to send its ClientHello when the grant checks SNI. */
+  readonly handshakeTimeoutMs: number;
 }

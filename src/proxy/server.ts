@@ -45,10 +45,23 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     maxHeaderSize: limits.maxHeaderBytes,
     noDelay: true,
+    // Node checks header and request timeouts on this interval (default 30 s): slowloris needs it short.
+    connectionsCheckingInterval: 1_000,
   });
   const identity = { boundGrant: section.grant ?? null };
+  // Detect one header past the cap instead of letting Node drop the rest silently.
+  server.maxHeadersCount = rt.maxHeaderCount + 1;
   server.on('connection', (socket: TaggedSocket) => {
-    socket[CONTEXT] = new ConnectionContext(socket, section.name, identity);
+    const ctx = new ConnectionContext(socket, section.name, identity);
+    if (!rt.gate.tryAdmit(section.name, section.maxConnections)) {
+      const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
+      hop.fail('connections_exhausted');
+      recordDecision(rt.audit, ctx, hop, rt.metrics);
+      writeSocketDenial(socket, { reason: 'connections_exhausted', destination: null, grant: null });
+      return;
+    }
+    socket.once('close', () => rt.gate.release(section.name));
+    socket[CONTEXT] = ctx;
     sockets.add(socket);
     rt.metrics.connectionOpened(section.name);
     socket.once('close', () => {
@@ -80,16 +93,20 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
   });
   server.on('clientError', (error: NodeJS.ErrnoException, socket: net.Socket) => {
     const ctx = contextOf(socket);
-    if (ctx !== undefined && error.code !== 'ECONNRESET' && error.code !== 'ERR_HTTP_REQUEST_TIMEOUT') {
-      const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
-      hop.fail('request_malformed', error.code ?? 'parse error');
-      recordDecision(rt.audit, ctx, hop, rt.metrics);
-      writeSocketDenial(socket, { reason: 'request_malformed', destination: null, grant: ctx.principal?.grantId ?? null });
-      return;
-    }
-    socket.destroy();
+    if (ctx === undefined || error.code === 'ECONNRESET' || error.code === 'EPIPE') return void socket.destroy();
+    const reason = clientErrorReason(error.code);
+    const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
+    hop.fail(reason, error.code ?? 'parse error');
+    recordDecision(rt.audit, ctx, hop, rt.metrics);
+    writeSocketDenial(socket, { reason, destination: null, grant: ctx.principal?.grantId ?? null });
   });
   return server;
+}
+
+function clientErrorReason(code: string | undefined): 'request_timeout' | 'headers_too_large' | 'request_malformed' {
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return 'request_timeout';
+  if (code === 'HPE_HEADER_OVERFLOW') return 'headers_too_large';
+  return 'request_malformed';
 }
 
 function fault(rt: ProxyRuntime, res: http.ServerResponse, error: unknown): void {

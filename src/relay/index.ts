@@ -2,3 +2,4 @@
 export * from './hop-by-hop.js';
 export * from './tunnel.js';
 export * from './forward.js';
+export * from './client-hello.js';

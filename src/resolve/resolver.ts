@@ -9,6 +9,8 @@ export interface ResolverOptions {
   readonly cacheMaxEntries: number;
   readonly cacheMaxTtlMs: number;
   readonly hosts: ReadonlyMap<string, readonly LookupAnswer[]>;
+  /** Lookups in flight at once; more are refused fast with dns_busy (a flood of unique names). */
+  readonly maxConcurrentLookups?: number;
 }
 
 export interface Resolution {
@@ -54,6 +56,9 @@ export class Resolver {
       this.cache?.delete(host);
     }
     let pending = this.inflight.get(host);
+    if (pending === undefined && this.inflight.size >= (this.options.maxConcurrentLookups ?? Infinity)) {
+      return Promise.resolve(deny('dns_busy', `${this.inflight.size} lookups in flight`));
+    }
     if (pending === undefined) {
       pending = this.lookupOnce(host).finally(() => this.inflight.delete(host));
       this.inflight.set(host, pending);

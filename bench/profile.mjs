@@ -1,0 +1,76 @@
+// Summarizes a V8 .cpuprofile (node --cpu-prof): self time per function, and per area (Sluice's dist/,
+// each node_modules package, Node internals, GC, idle). Used by `npm run bench -- --profile`.
+import path from 'node:path';
+
+export function summarizeProfile(prof, root) {
+  const byId = new Map(prof.nodes.map((n) => [n.id, n]));
+  const self = new Map();
+  for (let i = 0; i < prof.samples.length; i++) {
+    const dt = prof.timeDeltas[i] ?? 0;
+    self.set(prof.samples[i], (self.get(prof.samples[i]) ?? 0) + dt);
+  }
+  const fns = new Map();
+  const areas = new Map();
+  let total = 0;
+  let idle = 0;
+  for (const [id, us] of self) {
+    const n = byId.get(id);
+    const cf = n.callFrame;
+    const name = cf.functionName || '(anonymous)';
+    const area = areaOf(cf.url, name, root);
+    total += us;
+    if (name === '(idle)') idle += us;
+    const where = cf.url ? `${shortUrl(cf.url, root)}:${cf.lineNumber + 1}` : '';
+    const key = `${name} ${where}`;
+    const f = fns.get(key) ?? { name, where, area, us: 0 };
+    f.us += us;
+    fns.set(key, f);
+    areas.set(area, (areas.get(area) ?? 0) + us);
+  }
+  return {
+    totalUs: total,
+    idleUs: idle,
+    functions: [...fns.values()].sort((a, b) => b.us - a.us),
+    areas: [...areas.entries()].map(([area, us]) => ({ area, us })).sort((a, b) => b.us - a.us),
+  };
+}
+
+function shortUrl(url, root) {
+  const p = url.replace(/^file:\/\//, '');
+  return p.startsWith(root) ? path.relative(root, p) : p;
+}
+
+function areaOf(url, name, root) {
+  if (name === '(idle)' || name === '(program)' || name === '(garbage collector)') return name;
+  if (!url) return '(native / V8)';
+  const p = url.replace(/^file:\/\//, '');
+  const nm = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(p);
+  if (nm) return `node_modules/${nm[1]}`;
+  if (p.startsWith(path.join(root, 'dist'))) return `sluice ${path.relative(path.join(root, 'dist'), p).split('/')[0]}/`;
+  if (url.startsWith('node:')) return `node ${url.slice(5).split('/').slice(0, 2).join('/')}`;
+  return shortUrl(url, root);
+}
+
+export function renderProfile(s, { commit, node, scenario }, top = 30) {
+  const busy = s.totalUs - s.idleUs;
+  const pct = (us) => `${((100 * us) / busy).toFixed(1)}%`;
+  const lines = [
+    `# Sluice CPU profile (commit \`${commit}\`, Node ${node})`,
+    '',
+    `Scenario: ${scenario}. Sampled ${(s.totalUs / 1e6).toFixed(1)} s, of which ${(s.idleUs / 1e6).toFixed(1)} s idle. Percentages are of the non-idle time.`,
+    '',
+    '## By area (self time)',
+    '',
+    '| area | self | share |',
+    '|---|---|---|',
+    ...s.areas.filter((a) => a.area !== '(idle)').slice(0, 20).map((a) => `| ${a.area} | ${(a.us / 1000).toFixed(0)} ms | ${pct(a.us)} |`),
+    '',
+    `## Top ${top} functions (self time)`,
+    '',
+    '| function | where | area | self | share |',
+    '|---|---|---|---|---|',
+    ...s.functions.filter((f) => f.name !== '(idle)').slice(0, top).map((f) => `| \`${f.name}\` | ${f.where} | ${f.area} | ${(f.us / 1000).toFixed(0)} ms | ${pct(f.us)} |`),
+    '',
+  ];
+  return lines.join('\n');
+}

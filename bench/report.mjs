@@ -1,0 +1,188 @@
+// Aggregation and markdown rendering of a benchmark result. Shared by run.mjs (the table it prints and
+// writes next to the JSON) and doc.mjs (docs/benchmarks.md). Pure functions over the result object.
+
+export const TARGET_LABELS = {
+  direct: 'direct',
+  floor: 'Node floor',
+  sluice: 'Sluice',
+  squid: 'Squid',
+  tinyproxy: 'tinyproxy',
+};
+
+/** The measures of the table, in order: where each comes from, its unit, and which way is better. */
+export const MEASURES = [
+  { key: 'latency_p50', label: 'tunnel setup p50 (connect, CONNECT 200, 32 B echo)', scenario: 'latency', pick: (s) => s.latency_us?.p50, unit: 'µs', better: 'lower' },
+  { key: 'latency_p99', label: 'tunnel setup p99', scenario: 'latency', pick: (s) => s.latency_us?.p99, unit: 'µs', better: 'lower' },
+  { key: 'rate', label: 'new tunnels/s, 32 concurrent', scenario: 'rate', pick: (s) => s.rate, unit: '/s', better: 'higher' },
+  { key: 'bulk', label: 'bulk tunnel MiB/s, 1 stream down', scenario: 'bulk', pick: (s) => (s.ok ? s.mibps : undefined), unit: 'MiB/s', better: 'higher' },
+  { key: 'http', label: 'plain HTTP keep-alive req/s, 32 conc, 64 B', scenario: 'http', pick: (s) => s.rate, unit: '/s', better: 'higher' },
+  { key: 'idle_rss', label: 'RSS per idle tunnel', scenario: 'idle', pick: (s) => s.perTunnelKiB, unit: 'KiB', better: 'lower' },
+];
+
+export function median(values) {
+  const v = [...values].sort((a, b) => a - b);
+  if (v.length === 0) return undefined;
+  const m = Math.floor(v.length / 2);
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+function stats(values) {
+  const v = values.filter((x) => typeof x === 'number' && Number.isFinite(x));
+  if (v.length === 0) return null;
+  return { median: median(v), min: Math.min(...v), max: Math.max(...v), n: v.length };
+}
+
+/** Medians with min and max per target and measure, plus CPU medians per target and scenario. */
+export function summarize(result) {
+  const summary = {};
+  for (const target of result.targets) {
+    const runs = result.runs.filter((r) => r.target === target);
+    const t = (summary[target] = { measures: {}, cpu: {} });
+    for (const m of MEASURES) {
+      t.measures[m.key] = stats(runs.map((r) => r.scenarios?.[m.scenario]).filter(Boolean).map(m.pick));
+    }
+    for (const scenario of ['latency', 'rate', 'bulk', 'http', 'idle']) {
+      const ss = runs.map((r) => r.scenarios?.[scenario]).filter(Boolean);
+      t.cpu[scenario] = {
+        proxyPct: stats(ss.map((s) => s.cpu?.proxyPct)),
+        clientPct: stats(ss.map((s) => s.cpu?.clientPct)),
+        originPct: stats(ss.map((s) => s.cpu?.originPct)),
+      };
+    }
+  }
+  return summary;
+}
+
+function fmtNum(x, unit) {
+  if (x === undefined || x === null) return '-';
+  if (unit === 'KiB') return x.toFixed(1);
+  if (unit === 'MiB/s') return Math.round(x).toLocaleString('en-US');
+  if (x >= 100) return Math.round(x).toLocaleString('en-US');
+  return x.toFixed(1);
+}
+
+function cell(st, unit) {
+  if (!st) return '-';
+  const u = unit === '/s' ? '' : ` ${unit}`;
+  if (st.n === 1) return `${fmtNum(st.median, unit)}${u}`;
+  return `${fmtNum(st.median, unit)}${u} (${fmtNum(st.min, unit)}–${fmtNum(st.max, unit)})`;
+}
+
+function ratio(a, b) {
+  if (!a || !b || !Number.isFinite(a.median) || !Number.isFinite(b.median) || b.median === 0) return '-';
+  return `${(a.median / b.median).toFixed(2)}×`;
+}
+
+/** The check of Sluice against the targets of issue 6. */
+export function checkTargets(summary) {
+  const s = summary.sluice?.measures;
+  if (!s) return [];
+  const f = summary.floor?.measures;
+  const q = summary.squid?.measures;
+  const rows = [];
+  const add = (target, value, bound, ok, note) => rows.push({ target, value, bound, met: ok === null ? null : Boolean(ok), note });
+  const v = (st) => st?.median;
+  const pct = (a, b) => `${((a / b - 1) * 100).toFixed(0)}%`;
+  if (s.latency_p50 && q?.latency_p50) add('tunnel setup p50 ≤ Squid', `${fmtNum(v(s.latency_p50))} µs`, `${fmtNum(v(q.latency_p50))} µs`, v(s.latency_p50) <= v(q.latency_p50), pct(v(s.latency_p50), v(q.latency_p50)));
+  if (s.latency_p50 && f?.latency_p50) add('tunnel setup p50 ≤ 1.15× floor', `${fmtNum(v(s.latency_p50))} µs`, `${fmtNum(1.15 * v(f.latency_p50))} µs`, v(s.latency_p50) <= 1.15 * v(f.latency_p50), `${(v(s.latency_p50) / v(f.latency_p50)).toFixed(2)}× floor`);
+  if (s.latency_p99 && q?.latency_p99) add('tunnel setup p99 ≤ Squid', `${fmtNum(v(s.latency_p99))} µs`, `${fmtNum(v(q.latency_p99))} µs`, v(s.latency_p99) <= v(q.latency_p99), pct(v(s.latency_p99), v(q.latency_p99)));
+  if (s.rate && f?.rate) add('new tunnels/s ≥ 0.9× floor', fmtNum(v(s.rate)), fmtNum(0.9 * v(f.rate)), v(s.rate) >= 0.9 * v(f.rate), `${(v(s.rate) / v(f.rate)).toFixed(2)}× floor`);
+  if (s.rate && q?.rate) add('new tunnels/s ≥ Squid', fmtNum(v(s.rate)), fmtNum(v(q.rate)), v(s.rate) >= v(q.rate), pct(v(s.rate), v(q.rate)));
+  if (s.bulk && f?.bulk) add('bulk MiB/s ≥ 0.95× floor', fmtNum(v(s.bulk), 'MiB/s'), fmtNum(0.95 * v(f.bulk), 'MiB/s'), v(s.bulk) >= 0.95 * v(f.bulk), `${(v(s.bulk) / v(f.bulk)).toFixed(2)}× floor`);
+  if (s.http && q?.http) add('plain HTTP req/s ≥ Squid', fmtNum(v(s.http)), fmtNum(v(q.http)), v(s.http) >= v(q.http), pct(v(s.http), v(q.http)));
+  if (s.idle_rss) add('RSS per idle tunnel ≤ 16 KiB', `${fmtNum(v(s.idle_rss), 'KiB')} KiB`, '16 KiB', v(s.idle_rss) <= 16, '');
+  return rows;
+}
+
+export function renderMarkdown(result) {
+  const summary = result.summary ?? summarize(result);
+  const targets = result.targets.filter((t) => summary[t]);
+  const labels = targets.map((t) => TARGET_LABELS[t] ?? t);
+  const lines = [];
+  const m = result.machine;
+  lines.push(`Machine: ${m.nproc} × ${m.model}, ${Math.round(m.memTotalKiB / 1024)} MiB, Linux ${m.kernel}; Node ${result.node}; commit \`${result.commit}\`${result.dirty ? ' (working tree modified)' : ''}; ${result.mode} mode, ${result.rounds} round(s), ${result.finishedAt}.`);
+  lines.push(`Pinning: ${result.pinning}. Load average before/after: ${result.loadavg.before.join(' ')} / ${result.loadavg.after.join(' ')}.`);
+  if (result.versions) lines.push(`Peers: ${Object.entries(result.versions).map(([k, v]) => `${k} ${v}`).join('; ')}.`);
+  lines.push('');
+  lines.push('Medians over rounds, (min–max) across rounds.');
+  lines.push('');
+  lines.push(`| measure | ${labels.join(' | ')} |`);
+  lines.push(`|---|${targets.map(() => '---').join('|')}|`);
+  for (const meas of MEASURES) {
+    lines.push(`| ${meas.label} | ${targets.map((t) => cell(summary[t].measures[meas.key], meas.unit)).join(' | ')} |`);
+  }
+  lines.push('');
+  lines.push('Ratios of the medians: to direct / to the Node floor. Below 1× is faster for latency and RSS, slower for rates.');
+  lines.push('');
+  lines.push(`| measure | ${labels.join(' | ')} |`);
+  lines.push(`|---|${targets.map(() => '---').join('|')}|`);
+  for (const meas of MEASURES) {
+    lines.push(`| ${meas.label} | ${targets.map((t) => {
+      const st = summary[t].measures[meas.key];
+      return `${ratio(st, summary.direct?.measures[meas.key])} / ${ratio(st, summary.floor?.measures[meas.key])}`;
+    }).join(' | ')} |`);
+  }
+  lines.push('');
+  lines.push('CPU during each scenario, median % of one core: proxy / client (load generator) / origin. A client near 100% means the client, not the proxy, was the limit.');
+  lines.push('');
+  lines.push(`| scenario | ${labels.join(' | ')} |`);
+  lines.push(`|---|${targets.map(() => '---').join('|')}|`);
+  for (const sc of ['latency', 'rate', 'bulk', 'http', 'idle']) {
+    const f = (st) => (st ? Math.round(st.median).toString() : '-');
+    lines.push(`| ${sc} | ${targets.map((t) => {
+      const c = summary[t].cpu[sc];
+      if (!c?.clientPct) return '-';
+      return `${f(c.proxyPct)} / ${f(c.clientPct)} / ${f(c.originPct)}`;
+    }).join(' | ')} |`);
+  }
+  const errorRows = [];
+  for (const t of targets) {
+    for (const run of result.runs.filter((r) => r.target === t)) {
+      for (const [sc, s] of Object.entries(run.scenarios ?? {})) {
+        const errs = Object.entries(s.errors ?? {}).filter(([, n]) => n > 0);
+        const sts = Object.entries(s.statuses ?? {});
+        if (errs.length || sts.length || s.failed) {
+          errorRows.push(`| ${TARGET_LABELS[t] ?? t} | ${run.round} | ${sc} | ${errs.map(([k, n]) => `${k} ${n}`).join(', ') || '-'} | ${sts.map(([k, n]) => `${k}×${n}`).join(', ') || '-'} |`);
+        }
+      }
+      for (const e of run.failures ?? []) errorRows.push(`| ${TARGET_LABELS[t] ?? t} | ${run.round} | ${e.scenario ?? '-'} | ${e.message.replace(/\|/g, '\\|').replace(/\n/g, ' ')} | - |`);
+    }
+  }
+  lines.push('');
+  if (errorRows.length) {
+    lines.push('Client-side errors and non-200 answers (a measured run with errors is still counted):');
+    lines.push('');
+    lines.push('| target | round | scenario | errors | statuses |');
+    lines.push('|---|---|---|---|---|');
+    lines.push(...errorRows);
+  } else {
+    lines.push('No client-side errors and no non-200 answers in any round.');
+  }
+  const checks = checkTargets(summary);
+  if (checks.length) {
+    lines.push('');
+    lines.push('Sluice against the targets of issue 6 (medians):');
+    lines.push('');
+    lines.push('| target | Sluice | bound | met | |');
+    lines.push('|---|---|---|---|---|');
+    for (const c of checks) lines.push(`| ${c.target} | ${c.value} | ${c.bound} | ${c.met ? 'yes' : '**no**'} | ${c.note} |`);
+  }
+  const idle = result.runs.filter((r) => r.scenarios?.idle).map((r) => ({ t: r.target, s: r.scenarios.idle }));
+  if (idle.length) {
+    lines.push('');
+    lines.push(`Idle tunnels: ${result.settings.idleCount.toLocaleString('en-US')} requested per round (${result.settings.idleNote}). Held (established and still open at the end), per target: ${targets.filter((t) => t !== 'direct').map((t) => {
+      const mine = idle.filter((x) => x.t === t);
+      return `${TARGET_LABELS[t] ?? t} ${mine.map((x) => x.s.aliveAtEnd).join('/')}`;
+    }).join('; ')}.`);
+  }
+  if (result.sluiceAudit) {
+    const a = result.sluiceAudit;
+    lines.push('');
+    lines.push(`Sluice audit (all rounds): ${a.lines.toLocaleString('en-US')} records; decisions ${JSON.stringify(a.decisions)}; closes ${JSON.stringify(a.closes)}; operational log lines at warn or above: ${a.warnLines}.`);
+  }
+  if (result.notes?.length) {
+    lines.push('');
+    for (const n of result.notes) lines.push(`- ${n}`);
+  }
+  return lines.join('\n') + '\n';
+}

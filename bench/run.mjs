@@ -1,0 +1,867 @@
+#!/usr/bin/env node
+// The Sluice benchmark: `npm run bench` (full, < 15 min) or `npm run bench -- --quick` (~2 min).
+// Runs the scenarios of issue 6 against direct, the Node floor, Sluice, Squid and tinyproxy, interleaved
+// and repeated, with a C load generator and origin (bench/loadgen.c). Writes bench/results/ and
+// regenerates docs/benchmarks.md. See bench/README.md. Only loopback traffic; every child is killed on
+// exit, failure and SIGINT.
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { renderMarkdown, summarize } from './report.mjs';
+import { writeDoc } from './doc.mjs';
+import { summarizeProfile, renderProfile } from './profile.mjs';
+
+const BENCH = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(BENCH, '..');
+const BUILD = path.join(BENCH, '.build');
+const LOADGEN = path.join(BUILD, 'loadgen');
+const ALL_TARGETS = ['direct', 'floor', 'sluice', 'squid', 'tinyproxy'];
+const ALL_SCENARIOS = ['latency', 'rate', 'bulk', 'http', 'idle'];
+const MiB = 1024 * 1024;
+
+const MODES = {
+  quick: { rounds: 2, latencyS: 1, rateS: 1.5, httpS: 1.5, warmS: 0.5, bulkBytes: 256 * MiB, idle: 2000, settleMs: 500, budgetS: 300 },
+  full: { rounds: 5, latencyS: 3, rateS: 3, httpS: 3, warmS: 1, bulkBytes: 256 * MiB, idle: 10000, settleMs: 1000, budgetS: 840 },
+};
+
+// ---------- arguments ----------
+function usage() {
+  return `usage: npm run bench [-- options]
+  --quick                 ~2 minutes: 2 rounds, short scenarios, 2,000 idle tunnels
+  --rounds N              rounds (default 5 full, 2 quick)
+  --targets a,b           of ${ALL_TARGETS.join(',')} (default: all that are installed)
+  --scenarios a,b         of ${ALL_SCENARIOS.join(',')} (default: all)
+  --idle N                idle tunnels to open (default 10000 full, 2000 quick; capped by the fd limit)
+  --no-build              do not rebuild dist/ even when src/ is newer
+  --no-pin                do not pin with taskset
+  --install-peers         apt-get install squid tinyproxy first (uses sudo when not root)
+  --profile               profile Sluice (node --cpu-prof) during the tunnel-setup scenario instead of benchmarking
+  --no-doc                do not regenerate docs/benchmarks.md
+  --no-save               print the table only
+  -h, --help`;
+}
+const argv = process.argv.slice(2);
+const opt = { quick: false, build: true, pin: true, installPeers: false, profile: false, doc: true, save: true };
+for (let i = 0; i < argv.length; i++) {
+  const a = argv[i];
+  const next = () => {
+    if (i + 1 >= argv.length) fail(`${a} needs a value`);
+    return argv[++i];
+  };
+  if (a === '--quick') opt.quick = true;
+  else if (a === '--rounds') opt.rounds = Number(next());
+  else if (a === '--targets') opt.targets = next().split(',');
+  else if (a === '--scenarios') opt.scenarios = next().split(',');
+  else if (a === '--idle') opt.idle = Number(next());
+  else if (a === '--no-build') opt.build = false;
+  else if (a === '--no-pin') opt.pin = false;
+  else if (a === '--install-peers') opt.installPeers = true;
+  else if (a === '--profile') opt.profile = true;
+  else if (a === '--no-doc') opt.doc = false;
+  else if (a === '--no-save') opt.save = false;
+  else if (a === '-h' || a === '--help') {
+    console.log(usage());
+    process.exit(0);
+  } else fail(`unknown option ${a}\n${usage()}`);
+}
+const mode = opt.quick ? 'quick' : 'full';
+const S = { ...MODES[mode] };
+if (opt.rounds !== undefined) {
+  if (!Number.isInteger(opt.rounds) || opt.rounds < 1 || opt.rounds > 20) fail('--rounds must be 1..20');
+  S.rounds = opt.rounds;
+}
+if (opt.idle !== undefined) {
+  if (!Number.isInteger(opt.idle) || opt.idle < 1 || opt.idle > 50000) fail('--idle must be 1..50000');
+  S.idle = opt.idle;
+}
+for (const t of opt.targets ?? []) if (!ALL_TARGETS.includes(t)) fail(`unknown target ${t}`);
+for (const s of opt.scenarios ?? []) if (!ALL_SCENARIOS.includes(s)) fail(`unknown scenario ${s}`);
+const scenarios = opt.profile ? ['latency'] : (opt.scenarios ?? ALL_SCENARIOS);
+
+function fail(msg) {
+  console.error(`bench: ${msg}`);
+  process.exit(2);
+}
+const log = (msg) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// ---------- children: tracked, killed on every way out ----------
+const children = new Set();
+function killAll() {
+  for (const c of children) {
+    try {
+      process.kill(-c.pid, 'SIGKILL');
+    } catch {}
+  }
+  children.clear();
+}
+process.on('exit', killAll);
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(sig, () => {
+    console.error(`\nbench: ${sig}, stopping every child`);
+    killAll();
+    process.exit(130);
+  });
+}
+process.on('uncaughtException', (e) => {
+  console.error(`bench: ${e.stack ?? e}`);
+  killAll();
+  process.exit(1);
+});
+process.on('unhandledRejection', (e) => {
+  console.error(`bench: ${e?.stack ?? e}`);
+  killAll();
+  process.exit(1);
+});
+
+let PIN = false;
+/**
+ * Starts a child in its own process group, with the open-file limit raised to the hard limit, pinned to
+ * `cpu` when pinning is on. `exec` keeps the pid: it is the program's own pid (and process group).
+ */
+function launch(cmd, args, { cpu, cwd, env, name } = {}) {
+  const inner = PIN && cpu !== undefined ? ['taskset', '-c', String(cpu), cmd, ...args] : [cmd, ...args];
+  const child = spawn('sh', ['-c', 'ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$@"', 'sh', ...inner], {
+    cwd: cwd ?? ROOT,
+    env: env ?? process.env,
+    detached: true,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  child.benchName = name ?? path.basename(cmd);
+  child.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  child.exited.then(() => children.delete(child));
+  child.on('error', () => {});
+  child.stdin.on('error', () => {});
+  children.add(child);
+  return child;
+}
+
+/** SIGTERM to the group, SIGKILL after graceMs. */
+async function stop(child, graceMs = 3000) {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return child?.exited;
+  try {
+    process.kill(-child.pid, 'SIGTERM');
+  } catch {}
+  const t = sleep(graceMs).then(() => 'timeout');
+  if ((await Promise.race([child.exited, t])) === 'timeout') {
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {}
+    await Promise.race([child.exited, sleep(2000)]);
+  }
+  return child.exited;
+}
+
+function collect(stream, limit = 1 << 20) {
+  const chunks = [];
+  let size = 0;
+  stream.on('data', (d) => {
+    if (size < limit) chunks.push(d);
+    size += d.length;
+  });
+  return () => Buffer.concat(chunks).toString('utf8');
+}
+
+/** Runs the load generator pinned to the client CPU; resolves with its JSON result. */
+async function loadgen(args, timeoutMs) {
+  const child = launch(LOADGEN, args, { cpu: 1, name: 'loadgen' });
+  child.stdin.end();
+  const out = collect(child.stdout);
+  const err = collect(child.stderr);
+  const timer = sleep(timeoutMs).then(() => 'timeout');
+  const r = await Promise.race([child.exited, timer]);
+  if (r === 'timeout') {
+    await stop(child, 500);
+    throw new Error(`loadgen ${args[0]} timed out after ${timeoutMs} ms`);
+  }
+  const line = out().trim().split('\n').pop();
+  try {
+    return JSON.parse(line);
+  } catch {
+    throw new Error(`loadgen ${args[0]} exited ${r.code ?? r.signal}: ${err().trim() || line}`);
+  }
+}
+
+// ---------- /proc ----------
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+function groupPids(pgid) {
+  const pids = [];
+  for (const e of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const st = fs.readFileSync(`/proc/${e}/stat`, 'utf8');
+      const rest = st.slice(st.lastIndexOf(')') + 2).split(' ');
+      if (Number(rest[2]) === pgid) pids.push(Number(e));
+    } catch {}
+  }
+  return pids;
+}
+/** CPU seconds (user + system) of every process of a process group. */
+function groupCpu(pgid) {
+  let ticks = 0;
+  for (const pid of groupPids(pgid)) {
+    try {
+      const st = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const rest = st.slice(st.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(rest[11]) + Number(rest[12]);
+    } catch {}
+  }
+  return ticks / CLK_TCK;
+}
+/** Resident set size in KiB of every process of a process group. */
+function groupRssKiB(pgid) {
+  let kib = 0;
+  for (const pid of groupPids(pgid)) {
+    try {
+      const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+      if (m) kib += Number(m[1]);
+    } catch {}
+  }
+  return kib;
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitPort(port, child, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (child.exitCode !== null || child.signalCode !== null) return false;
+    const ok = await new Promise((resolve) => {
+      const s = net.connect({ host: '127.0.0.1', port });
+      s.once('connect', () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.once('error', () => resolve(false));
+    });
+    if (ok) return true;
+    await sleep(50);
+  }
+  return false;
+}
+
+const sh = (cmd, args, o = {}) => spawnSync(cmd, args, { encoding: 'utf8', timeout: 30_000, ...o });
+const which = (name) => {
+  for (const dir of ['/usr/sbin', '/usr/bin', '/sbin', '/bin', '/usr/local/bin', '/usr/local/sbin', ...(process.env.PATH ?? '').split(':')]) {
+    const p = path.join(dir, name);
+    try {
+      fs.accessSync(p, fs.constants.X_OK);
+      return p;
+    } catch {}
+  }
+  return null;
+};
+
+// ---------- preparation ----------
+function buildLoadgen() {
+  const src = path.join(BENCH, 'loadgen.c');
+  const fresh = fs.existsSync(LOADGEN) && fs.statSync(LOADGEN).mtimeMs >= fs.statSync(src).mtimeMs;
+  if (fresh) return;
+  const cc = process.env.CC ?? (which('cc') ? 'cc' : which('gcc') ? 'gcc' : null);
+  if (!cc) fail('no C compiler: install one (Debian: sudo apt-get install -y gcc), or set CC');
+  fs.mkdirSync(BUILD, { recursive: true });
+  const r = sh(cc, ['-O2', '-Wall', '-o', LOADGEN, src]);
+  if (r.status !== 0) fail(`building the load generator failed:\n${r.stderr}`);
+  log(`built ${path.relative(ROOT, LOADGEN)} with ${cc} -O2`);
+}
+
+function newestMtime(dir) {
+  let newest = 0;
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) newest = Math.max(newest, newestMtime(p));
+    else if (e.name.endsWith('.ts')) newest = Math.max(newest, fs.statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+/** dist/ as shipped: built when missing, rebuilt when src/ is newer (unless --no-build). */
+function ensureSluiceBuilt(notes) {
+  const main = path.join(ROOT, 'dist', 'main.js');
+  const exists = fs.existsSync(main);
+  const stale = exists && newestMtime(path.join(ROOT, 'src')) > fs.statSync(main).mtimeMs;
+  if (exists && (!stale || !opt.build)) {
+    if (stale) notes.push('dist/ is older than src/ and --no-build was given: Sluice ran from the existing dist/.');
+    return { ok: true, rebuilt: false, stale };
+  }
+  if (!exists && !opt.build) return { ok: false, reason: 'dist/ is missing and --no-build was given (run npm run build)' };
+  if (!fs.existsSync(path.join(ROOT, 'node_modules'))) {
+    log('node_modules/ is missing: running npm ci');
+    const r = sh('npm', ['ci'], { cwd: ROOT, timeout: 600_000, stdio: 'inherit' });
+    if (r.status !== 0) return { ok: false, reason: 'npm ci failed' };
+  }
+  log(exists ? 'src/ is newer than dist/: npm run build' : 'dist/ is missing: npm run build');
+  const r = sh('npm', ['run', 'build'], { cwd: ROOT, timeout: 300_000 });
+  if (r.status !== 0) {
+    const msg = (r.stdout + r.stderr).trim().split('\n').slice(-5).join(' | ');
+    if (fs.existsSync(main)) {
+      notes.push(`npm run build failed (${msg}); Sluice ran from the dist/ that tsc emitted or left.`);
+      log(`npm run build failed; continuing with dist/: ${msg}`);
+      return { ok: true, rebuilt: false, buildError: msg };
+    }
+    return { ok: false, reason: `npm run build failed: ${msg}` };
+  }
+  return { ok: true, rebuilt: true };
+}
+
+function installPeers() {
+  const pkgs = ['squid', 'tinyproxy'].filter((p) => !which(p));
+  if (pkgs.length === 0) return;
+  const root = process.getuid?.() === 0;
+  const cmd = root ? 'apt-get' : 'sudo';
+  const args = root ? ['install', '-y', ...pkgs] : ['apt-get', 'install', '-y', ...pkgs];
+  log(`installing ${pkgs.join(' ')}: ${cmd} ${args.join(' ')}`);
+  const r = sh(cmd, args, { stdio: 'inherit', timeout: 600_000, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  if (r.status !== 0) log('apt-get install failed; the missing peers are skipped');
+}
+
+// ---------- targets ----------
+const TOKEN = randomBytes(18).toString('hex');
+const GRANT = 'bench';
+const AUTH = Buffer.from(`${GRANT}:${TOKEN}`).toString('base64');
+const ORIGIN_NAME = 'origin.bench';
+
+function tmpDir(prefix, mode) {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), `sluice-bench-${prefix}-`));
+  if (mode) fs.chmodSync(d, mode);
+  return d;
+}
+
+/** Each target: available() → null or a reason to skip; start() → { pid, port, host, auth, child, dir, stopAndReport() }. */
+const TARGETS = {
+  direct: { available: () => null },
+  floor: {
+    available: () => null,
+    version: () => `node ${process.version}`,
+    async start() {
+      const port = await freePort();
+      const child = launch(process.execPath, [path.join(BENCH, 'floor-proxy.mjs'), String(port)], { cpu: 0, name: 'floor' });
+      const err = collect(child.stderr);
+      collect(child.stdout);
+      return { child, port, host: '127.0.0.1', auth: null, logs: () => err() };
+    },
+  },
+  sluice: {
+    available: () => null,
+    version: () => {
+      const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+      return `${pkg.version} (dist/)`;
+    },
+    async start({ origin, nodeFlags = [] }) {
+      const port = await freePort();
+      const dir = tmpDir('sluice');
+      const cfg = [
+        '# generated by bench/run.mjs',
+        'listeners:',
+        '  - name: bench',
+        `    listen: 127.0.0.1:${port}`,
+        '    identify: token',
+        `state: ${dir}/state`,
+        'dns:',
+        '  hosts:',
+        `    ${ORIGIN_NAME}: [127.0.0.1]`,
+        'audit:',
+        `  file: ${dir}/audit.jsonl`,
+        'grants:',
+        `  - id: ${GRANT}`,
+        `    tokenSha256: ${createHash('sha256').update(TOKEN).digest('hex')}`,
+        `    destinations: ["tcp://${ORIGIN_NAME}:${origin.echo}", "tcp://${ORIGIN_NAME}:${origin.bulk}", "http://${ORIGIN_NAME}:${origin.http}"]`,
+        '    allowAddressClasses: [loopback]',
+        '',
+      ].join('\n');
+      fs.writeFileSync(path.join(dir, 'sluice.yaml'), cfg);
+      const child = launch(process.execPath, [...nodeFlags, path.join(ROOT, 'bin', 'sluice.js'), 'start', '--config', path.join(dir, 'sluice.yaml')], {
+        cpu: 0,
+        cwd: dir,
+        name: 'sluice',
+      });
+      const err = collect(child.stderr, 4 << 20);
+      collect(child.stdout);
+      return { child, port, host: ORIGIN_NAME, auth: AUTH, dir, logs: () => err(), audit: path.join(dir, 'audit.jsonl') };
+    },
+  },
+  squid: {
+    available: () => (which('squid') ? null : 'squid is not installed (Debian: sudo apt-get install -y squid, or npm run bench -- --install-peers)'),
+    version: () => (sh(which('squid'), ['-v']).stdout.split('\n')[0] ?? '').replace(/^Squid Cache: Version /, ''),
+    async start({ maxFds }) {
+      const port = await freePort();
+      const dir = tmpDir('squid', 0o777); // squid drops to the `proxy` user when started as root
+      const cfg = [
+        '# generated by bench/run.mjs: no auth, no cache, every port allowed, loopback only',
+        `http_port 127.0.0.1:${port}`,
+        'http_access allow all',
+        'cache deny all',
+        'cache_mem 0 MB',
+        `pid_filename ${dir}/squid.pid`,
+        `cache_log ${dir}/cache.log`,
+        `access_log stdio:${dir}/access.log`,
+        `coredump_dir ${dir}`,
+        `max_filedescriptors ${maxFds}`,
+        'pinger_enable off',
+        'visible_hostname bench',
+        'shutdown_lifetime 0 seconds',
+        'dns_nameservers 127.0.0.1',
+        '',
+      ].join('\n');
+      fs.writeFileSync(path.join(dir, 'squid.conf'), cfg);
+      const child = launch(which('squid'), ['-N', '-f', path.join(dir, 'squid.conf')], { cpu: 0, name: 'squid' });
+      const err = collect(child.stderr);
+      collect(child.stdout);
+      return { child, port, host: '127.0.0.1', auth: null, dir, logs: () => err() + safeRead(path.join(dir, 'cache.log')) };
+    },
+  },
+  tinyproxy: {
+    available: () => (which('tinyproxy') ? null : 'tinyproxy is not installed (Debian: sudo apt-get install -y tinyproxy, or npm run bench -- --install-peers)'),
+    version: () => (sh(which('tinyproxy'), ['-v']).stdout.trim() || '').replace(/^tinyproxy /, ''),
+    async start({ maxTunnels }) {
+      const port = await freePort();
+      const dir = tmpDir('tinyproxy', 0o777);
+      const root = process.getuid?.() === 0;
+      const cfg = [
+        '# generated by bench/run.mjs: no auth, every CONNECT port allowed, loopback only',
+        ...(root ? ['User nobody', 'Group nogroup'] : []),
+        `Port ${port}`,
+        'Listen 127.0.0.1',
+        'Timeout 600',
+        `MaxClients ${maxTunnels + 100}`,
+        `LogFile "${dir}/tinyproxy.log"`,
+        'LogLevel Connect',
+        `PidFile "${dir}/tinyproxy.pid"`,
+        '',
+      ].join('\n');
+      fs.writeFileSync(path.join(dir, 'tinyproxy.conf'), cfg);
+      const child = launch(which('tinyproxy'), ['-d', '-c', path.join(dir, 'tinyproxy.conf')], { cpu: 0, name: 'tinyproxy' });
+      const err = collect(child.stderr);
+      collect(child.stdout);
+      return { child, port, host: '127.0.0.1', auth: null, dir, logs: () => err() };
+    },
+  },
+};
+
+function safeRead(p) {
+  try {
+    return fs.readFileSync(p, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+// ---------- scenarios ----------
+function tunnelArgs(inst, origin, kind) {
+  if (!inst) return ['--target', `127.0.0.1:${origin[kind]}`];
+  return ['--target', `127.0.0.1:${inst.port}`, '--connect', `${inst.host}:${origin[kind]}`, ...(inst.auth ? ['--auth', inst.auth] : [])];
+}
+function httpArgs(inst, origin) {
+  if (!inst) return ['--target', `127.0.0.1:${origin.http}`, '--host', `127.0.0.1:${origin.http}`];
+  return ['--target', `127.0.0.1:${inst.port}`, '--host', `${inst.host}:${origin.http}`, '--absolute', ...(inst.auth ? ['--auth', inst.auth] : [])];
+}
+
+/** Runs one client scenario and adds the CPU of proxy, client and origin (percent of one core). */
+async function measured(inst, originChild, fn) {
+  const p0 = inst ? groupCpu(inst.child.pid) : 0;
+  const o0 = groupCpu(originChild.pid);
+  const t0 = performance.now();
+  const r = await fn();
+  const wall = (performance.now() - t0) / 1000;
+  const p1 = inst ? groupCpu(inst.child.pid) : 0;
+  const o1 = groupCpu(originChild.pid);
+  const clientS = (r.cpu_user_s ?? 0) + (r.cpu_sys_s ?? 0);
+  r.cpu = {
+    proxyPct: inst ? (100 * (p1 - p0)) / wall : null,
+    clientPct: (100 * clientS) / (r.wall_s ?? wall),
+    originPct: (100 * (o1 - o0)) / wall,
+  };
+  return r;
+}
+
+async function runScenario(name, inst, origin, originChild) {
+  const t = (s) => Math.ceil(s * 1000) + 20_000;
+  switch (name) {
+    case 'latency':
+      return measured(inst, originChild, () => loadgen(['latency', ...tunnelArgs(inst, origin, 'echo'), '--size', '32', '--duration', String(S.latencyS)], t(S.latencyS)));
+    case 'rate':
+      return measured(inst, originChild, () => loadgen(['rate', ...tunnelArgs(inst, origin, 'echo'), '--size', '32', '--concurrency', '32', '--duration', String(S.rateS)], t(S.rateS)));
+    case 'bulk':
+      return measured(inst, originChild, () => loadgen(['bulk', ...tunnelArgs(inst, origin, 'bulk'), '--bytes', String(S.bulkBytes)], 60_000));
+    case 'http':
+      return measured(inst, originChild, () => loadgen(['http', ...httpArgs(inst, origin), '--concurrency', '32', '--duration', String(S.httpS)], t(S.httpS)));
+    default:
+      throw new Error(`unknown scenario ${name}`);
+  }
+}
+
+/** Opens N idle tunnels and reports the proxy's RSS growth per tunnel. */
+async function idleScenario(inst, origin, originChild, count) {
+  // warm the code paths that open and close tunnels, then take the baseline
+  await loadgen(['idle', ...tunnelArgs(inst, origin, 'echo'), '--count', '300', '--hold-max', '0'], 30_000);
+  await sleep(S.settleMs);
+  const rss0 = groupRssKiB(inst.child.pid);
+  const p0 = groupCpu(inst.child.pid);
+  const t0 = performance.now();
+  const child = launch(LOADGEN, ['idle', ...tunnelArgs(inst, origin, 'echo'), '--count', String(count), '--parallel', '64', '--hold-max', '120'], { cpu: 1, name: 'loadgen' });
+  const lines = readline.createInterface({ input: child.stdout });
+  const got = [];
+  let onLine;
+  lines.on('line', (l) => {
+    got.push(l);
+    onLine?.();
+  });
+  const err = collect(child.stderr);
+  const waitFor = async (pred, ms) => {
+    const end = Date.now() + ms;
+    while (Date.now() < end) {
+      const hit = got.find(pred);
+      if (hit) return hit;
+      if (child.exitCode !== null) break;
+      await new Promise((r) => {
+        onLine = r;
+        setTimeout(r, 200);
+      });
+    }
+    return got.find(pred);
+  };
+  try {
+    const ready = await waitFor((l) => l.startsWith('READY '), 130_000);
+    if (!ready) throw new Error(`idle: no READY line (${err().trim()})`);
+    const r = JSON.parse(ready.slice(6));
+    await sleep(S.settleMs);
+    const rss1 = groupRssKiB(inst.child.pid);
+    const wall = (performance.now() - t0) / 1000;
+    const p1 = groupCpu(inst.child.pid);
+    child.stdin.end('\n');
+    const fin = await waitFor((l) => l.startsWith('{'), 30_000);
+    const f = fin ? JSON.parse(fin) : {};
+    return {
+      count,
+      established: r.established,
+      failed: r.failed,
+      openS: r.open_s,
+      aliveAtEnd: f.alive_at_end ?? null,
+      dropped: f.dropped ?? null,
+      errors: f.errors,
+      statuses: f.statuses,
+      rssBeforeKiB: rss0,
+      rssAfterKiB: rss1,
+      perTunnelKiB: r.established > 0 ? (rss1 - rss0) / r.established : null,
+      cpu: { proxyPct: (100 * (p1 - p0)) / wall, clientPct: (100 * ((f.cpu_user_s ?? 0) + (f.cpu_sys_s ?? 0))) / wall, originPct: null },
+    };
+  } finally {
+    await stop(child, 2000);
+  }
+}
+
+async function startTarget(name, ctx) {
+  const inst = await TARGETS[name].start(ctx);
+  if (!(await waitPort(inst.port, inst.child, 15_000))) {
+    await stop(inst.child);
+    throw new Error(`${name} did not listen on ${inst.port}: ${inst.logs().trim().split('\n').slice(-8).join(' | ')}`);
+  }
+  // one real tunnel before anything is measured
+  let probe;
+  for (let i = 0; i < 20; i++) {
+    probe = await loadgen(['latency', ...tunnelArgs(inst, ctx.origin, 'echo'), '--max', '3', '--duration', '2'], 20_000);
+    if (probe.done >= 1) return inst;
+    await sleep(100);
+  }
+  await stop(inst.child);
+  throw new Error(`${name}: the probe tunnel failed: ${JSON.stringify(probe.errors)} ${JSON.stringify(probe.statuses)}`);
+}
+
+/** Stops an instance; reports whether it was still alive (a crash otherwise) and what it logged. */
+async function stopTarget(name, inst, report) {
+  const alive = inst.child.exitCode === null && inst.child.signalCode === null;
+  const ex = await stop(inst.child, name === 'sluice' ? 8000 : 3000);
+  if (!alive) report.failures.push({ scenario: null, message: `${name} exited by itself during the run (${ex.code ?? ex.signal}): ${inst.logs().trim().split('\n').slice(-5).join(' | ')}` });
+  if (name === 'sluice') await readSluiceAudit(inst, report);
+  if (inst.dir) fs.rmSync(inst.dir, { recursive: true, force: true });
+}
+
+const sluiceAudit = { lines: 0, decisions: {}, closes: {}, warnLines: 0, warnSamples: [], timings: { authorizeUs: [], resolveUs: [], dialUs: [] } };
+async function readSluiceAudit(inst, report) {
+  const logs = inst.logs();
+  for (const l of logs.split('\n')) {
+    const m = /"level":(\d+)/.exec(l);
+    if ((m && Number(m[1]) >= 40) || (!m && /error|warn/i.test(l))) {
+      sluiceAudit.warnLines++;
+      if (sluiceAudit.warnSamples.length < 10) sluiceAudit.warnSamples.push(l.slice(0, 400));
+    }
+  }
+  if (!fs.existsSync(inst.audit)) return;
+  const rl = readline.createInterface({ input: fs.createReadStream(inst.audit) });
+  let sampled = 0;
+  for await (const line of rl) {
+    if (!line) continue;
+    sluiceAudit.lines++;
+    let r;
+    try {
+      r = JSON.parse(line);
+    } catch {
+      sluiceAudit.decisions.unparsable = (sluiceAudit.decisions.unparsable ?? 0) + 1;
+      continue;
+    }
+    if (r.kind === 'decision') {
+      const k = `${r.request} ${r.reason}`;
+      sluiceAudit.decisions[k] = (sluiceAudit.decisions[k] ?? 0) + 1;
+      if (r.request === 'connect' && r.timings && sampled++ % 7 === 0 && sluiceAudit.timings.dialUs.length < 50_000) {
+        for (const f of ['authorizeUs', 'resolveUs', 'dialUs']) if (typeof r.timings[f] === 'number') sluiceAudit.timings[f].push(r.timings[f]);
+      }
+    } else if (r.kind === 'close') {
+      const k = `${r.request} ${r.closedBy}${r.status !== 200 ? ` status ${r.status}` : ''}`;
+      sluiceAudit.closes[k] = (sluiceAudit.closes[k] ?? 0) + 1;
+    }
+  }
+  void report;
+}
+
+// ---------- main ----------
+async function main() {
+  const started = Date.now();
+  const notes = [];
+  const loadBefore = os.loadavg().map((x) => x.toFixed(2));
+  buildLoadgen();
+  if (opt.installPeers) installPeers();
+
+  // pinning: proxy on CPU 0, client and origin on CPU 1
+  const nproc = os.availableParallelism?.() ?? os.cpus().length;
+  let pinning = 'none';
+  if (opt.pin && which('taskset') && nproc >= 2 && sh('taskset', ['-c', '0,1', 'true']).status === 0) {
+    PIN = true;
+    pinning = 'taskset: proxy on CPU 0, load generator and origin on CPU 1';
+  } else {
+    pinning = opt.pin ? `none (${!which('taskset') ? 'taskset not found' : nproc < 2 ? 'fewer than 2 CPUs' : 'taskset failed'})` : 'none (--no-pin)';
+    notes.push(`Not pinned: ${pinning}. Proxy, client and origin share the CPUs.`);
+  }
+
+  // file descriptors: a tunnel holds two in the proxy
+  const limit = Number(sh('sh', ['-c', 'ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null; ulimit -n']).stdout.trim()) || 1024;
+  const fdCap = Math.floor((limit - 300) / 2);
+  let idleCount = S.idle;
+  let idleNote = `fd limit ${limit}`;
+  if (idleCount > fdCap) {
+    idleNote = `capped from ${idleCount.toLocaleString('en-US')}: the fd limit is ${limit} and a tunnel holds 2 fds in the proxy`;
+    log(`idle tunnels: ${idleNote}`);
+    notes.push(`Idle tunnels ${idleNote}; ${fdCap.toLocaleString('en-US')} were opened.`);
+    idleCount = fdCap;
+  }
+
+  // targets
+  const wanted = opt.profile ? ['sluice'] : (opt.targets ?? ALL_TARGETS);
+  const targets = [];
+  for (const t of wanted) {
+    let reason = TARGETS[t].available();
+    if (!reason && t === 'sluice') {
+      const b = ensureSluiceBuilt(notes);
+      if (!b.ok) reason = b.reason;
+    }
+    if (reason) {
+      log(`skipping ${t}: ${reason}`);
+      notes.push(`${t} skipped: ${reason}`);
+    } else targets.push(t);
+  }
+  if (targets.length === 0) fail('no target to run');
+  const versions = {};
+  for (const t of targets) if (TARGETS[t].version) versions[t] = TARGETS[t].version();
+
+  // the origin: echo, bulk and HTTP ports, for the whole run
+  const budgetS = S.budgetS;
+  const originChild = launch(LOADGEN, ['server', '--max-seconds', String(budgetS + 600)], { cpu: 1, name: 'origin' });
+  const originLine = await new Promise((resolve, reject) => {
+    const rl = readline.createInterface({ input: originChild.stdout });
+    rl.once('line', resolve);
+    originChild.exited.then(() => reject(new Error('the origin server exited')));
+    setTimeout(() => reject(new Error('the origin server did not start')), 10_000);
+  });
+  const origin = JSON.parse(originLine);
+  collect(originChild.stderr);
+  log(`origin: echo ${origin.echo}, bulk ${origin.bulk}, http ${origin.http}; targets ${targets.join(', ')}; ${mode} mode, ${S.rounds} round(s)`);
+  const ctx = { origin, maxFds: limit, maxTunnels: idleCount };
+
+  if (opt.profile) return profileSluice(ctx, originChild);
+
+  const runs = [];
+  let cut = false;
+  for (let round = 1; round <= S.rounds && !cut; round++) {
+    // rotate the order every round, so that no target always runs first or last
+    const order = targets.map((_, i) => targets[(i + round - 1) % targets.length]);
+    for (const t of order) {
+      if ((Date.now() - started) / 1000 > budgetS) {
+        cut = true;
+        notes.push(`Time budget of ${budgetS} s reached: stopped after round ${round - 1} (${round > 1 ? 'complete rounds only in the medians' : 'partial'}).`);
+        break;
+      }
+      const report = { target: t, round, scenarios: {}, failures: [] };
+      runs.push(report);
+      const main = scenarios.filter((s) => s !== 'idle');
+      if (main.length) {
+        let inst = null;
+        try {
+          if (t !== 'direct') inst = await startTarget(t, ctx);
+          // warm-up (JIT, pools, caches): not recorded
+          await runWarm(inst, origin);
+          for (const s of main) {
+            try {
+              report.scenarios[s] = await runScenario(s, inst, origin, originChild);
+            } catch (e) {
+              report.failures.push({ scenario: s, message: e.message });
+            }
+          }
+        } catch (e) {
+          report.failures.push({ scenario: 'start', message: e.message });
+        } finally {
+          if (inst) await stopTarget(t, inst, report);
+        }
+      }
+      if (scenarios.includes('idle') && t !== 'direct') {
+        let inst = null;
+        try {
+          inst = await startTarget(t, ctx);
+          report.scenarios.idle = await idleScenario(inst, origin, originChild, idleCount);
+        } catch (e) {
+          report.failures.push({ scenario: 'idle', message: e.message });
+        } finally {
+          if (inst) await stopTarget(t, inst, report);
+        }
+      }
+      log(`round ${round} ${t}: ${brief(report)}`);
+    }
+  }
+  await stop(originChild, 1000);
+
+  const finishedAt = new Date().toISOString();
+  const commit = sh('git', ['rev-parse', '--short=10', 'HEAD'], { cwd: ROOT }).stdout.trim() || 'unknown';
+  const dirty = sh('git', ['status', '--porcelain', '--', 'src', 'bin', 'package.json'], { cwd: ROOT }).stdout.trim() !== '';
+  const result = {
+    schema: 1,
+    mode,
+    rounds: S.rounds,
+    startedAt: new Date(started).toISOString(),
+    finishedAt,
+    durationS: Math.round((Date.now() - started) / 1000),
+    commit,
+    dirty,
+    node: process.version,
+    machine: machineInfo(nproc),
+    loadavg: { before: loadBefore, after: os.loadavg().map((x) => x.toFixed(2)) },
+    pinning,
+    versions,
+    targets,
+    scenarios,
+    settings: { ...S, idleCount, idleNote, fdLimit: limit, sluiceRoute: 'direct', sluiceDns: `dns.hosts ${ORIGIN_NAME} → 127.0.0.1`, peersDial: '127.0.0.1 literal' },
+    runs,
+    notes,
+  };
+  if (targets.includes('sluice')) {
+    const t = sluiceAudit.timings;
+    const { median } = await import('./report.mjs');
+    result.sluiceAudit = {
+      lines: sluiceAudit.lines,
+      decisions: sluiceAudit.decisions,
+      closes: sluiceAudit.closes,
+      warnLines: sluiceAudit.warnLines,
+      warnSamples: sluiceAudit.warnSamples,
+      connectTimingsMedianUs: { authorizeUs: median(t.authorizeUs), resolveUs: median(t.resolveUs), dialUs: median(t.dialUs) },
+    };
+  }
+  result.summary = summarize(result);
+  const md = renderMarkdown(result);
+  console.log(`\n${md}`);
+  if (opt.save) {
+    const dir = path.join(BENCH, 'results');
+    fs.mkdirSync(dir, { recursive: true });
+    const base = `${finishedAt.slice(0, 10)}-${commit}${mode === 'quick' ? '-quick' : ''}`;
+    fs.writeFileSync(path.join(dir, `${base}.json`), JSON.stringify(result, null, 1) + '\n');
+    fs.writeFileSync(path.join(dir, `${base}.md`), `# Benchmark ${base}\n\nGenerated by \`npm run bench${mode === 'quick' ? ' -- --quick' : ''}\`.\n\n${md}`);
+    log(`wrote bench/results/${base}.json and .md (${result.durationS} s)`);
+    if (opt.doc) {
+      const doc = writeDoc();
+      log(`regenerated ${path.relative(ROOT, doc)}`);
+    }
+  }
+}
+
+async function runWarm(inst, origin) {
+  const w = S.warmS;
+  if (scenarios.some((s) => s === 'latency' || s === 'rate')) await loadgen(['rate', ...tunnelArgs(inst, origin, 'echo'), '--concurrency', '32', '--duration', String(w)], 30_000);
+  if (scenarios.includes('http')) await loadgen(['http', ...httpArgs(inst, origin), '--concurrency', '32', '--duration', String(w)], 30_000);
+}
+
+function brief(report) {
+  const s = report.scenarios;
+  const parts = [];
+  if (s.latency) parts.push(`p50 ${s.latency.latency_us.p50.toFixed(0)} µs p99 ${s.latency.latency_us.p99.toFixed(0)} µs`);
+  if (s.rate) parts.push(`${Math.round(s.rate.rate)} tunnels/s`);
+  if (s.bulk) parts.push(`${Math.round(s.bulk.mibps ?? 0)} MiB/s`);
+  if (s.http) parts.push(`${Math.round(s.http.rate)} req/s`);
+  if (s.idle) parts.push(`${s.idle.perTunnelKiB?.toFixed(1)} KiB/tunnel (${s.idle.aliveAtEnd}/${s.idle.count} held)`);
+  const errs = Object.values(s).reduce((n, x) => n + Object.values(x.errors ?? {}).reduce((a, b) => a + b, 0), 0);
+  if (errs) parts.push(`${errs} client errors`);
+  for (const f of report.failures) parts.push(`FAILED ${f.scenario ?? ''}: ${f.message.slice(0, 200)}`);
+  return parts.join(', ');
+}
+
+function machineInfo(nproc) {
+  const cpuinfo = safeRead('/proc/cpuinfo');
+  const mem = /MemTotal:\s+(\d+)/.exec(safeRead('/proc/meminfo'));
+  return {
+    nproc,
+    model: /model name\s*:\s*(.*)/.exec(cpuinfo)?.[1]?.trim() ?? os.cpus()[0]?.model ?? 'unknown',
+    memTotalKiB: mem ? Number(mem[1]) : Math.round(os.totalmem() / 1024),
+    kernel: os.release(),
+    arch: process.arch,
+  };
+}
+
+/** --profile: Sluice under node --cpu-prof during the tunnel-setup scenario; prints the top self time. */
+async function profileSluice(ctx, originChild) {
+  const dir = tmpDir('prof');
+  const inst = await startTarget('sluice', { ...ctx, nodeFlags: ['--cpu-prof', '--cpu-prof-dir', dir] });
+  const report = { failures: [] };
+  let r;
+  try {
+    await runWarm(inst, ctx.origin);
+    r = await runScenario('latency', inst, ctx.origin, originChild);
+    await runScenario('rate', inst, ctx.origin, originChild);
+  } finally {
+    await stopTarget('sluice', inst, report);
+    await stop(originChild, 1000);
+  }
+  const file = fs.readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+  if (!file) fail(`no .cpuprofile was written in ${dir} (Sluice exit: ${report.failures.map((f) => f.message).join('; ') || 'ok'})`);
+  const prof = JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'));
+  const summary = summarizeProfile(prof, ROOT);
+  const commit = sh('git', ['rev-parse', '--short=10', 'HEAD'], { cwd: ROOT }).stdout.trim() || 'unknown';
+  const md = renderProfile(summary, { commit, node: process.version, scenario: `warm-up, then tunnel setup ${S.latencyS} s (p50 ${r.latency_us.p50.toFixed(0)} µs, p99 ${r.latency_us.p99.toFixed(0)} µs) and new tunnels/s ${S.rateS} s` });
+  console.log(md);
+  if (opt.save) {
+    const out = path.join(BENCH, 'results', `${new Date().toISOString().slice(0, 10)}-${commit}-profile.md`);
+    fs.mkdirSync(path.dirname(out), { recursive: true });
+    fs.writeFileSync(out, md);
+    log(`wrote ${path.relative(ROOT, out)}; the raw profile is ${path.join(dir, file)}`);
+  }
+}
+
+main().then(
+  () => {
+    killAll();
+    process.exit(0);
+  },
+  (e) => {
+    console.error(`bench: ${e.stack ?? e}`);
+    killAll();
+    process.exit(1);
+  },
+);
