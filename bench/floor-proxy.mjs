@@ -16,7 +16,7 @@ const server = http.createServer((req, res) => {
     ores.pipe(res);
   });
   out.on('error', () => { if (!res.headersSent) res.writeHead(502); res.end(); });
-  req.pipe(out);
+  if (req.method === 'GET' || req.method === 'HEAD') out.end(); else req.pipe(out);
 });
 server.on('connect', (req, client, head) => {
   const [host, port] = [req.url.slice(0, req.url.lastIndexOf(':')), Number(req.url.slice(req.url.lastIndexOf(':') + 1))];

@@ -28,6 +28,8 @@ const listenerSchema = z
     identify: z.literal('token').optional(),
     grant: z.string().min(1).optional(),
     maxConnections: z.number().int().positive().optional(),
+    /** `http` (CONNECT and absolute-form) or `socks5` (RFC 1928 CONNECT, RFC 1929 credentials). */
+    protocol: z.enum(['http', 'socks5']).default('http'),
   })
   .refine((l) => !(l.identify && l.grant), { message: 'a listener is either identify: token or bound to one grant, not both' });
 

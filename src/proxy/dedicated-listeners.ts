@@ -23,7 +23,7 @@ export class DedicatedListeners {
 
   async open(grantId: string, listen: string): Promise<string> {
     await this.close(grantId);
-    const [bound] = await startListeners(this.rt, [{ name: DEDICATED_LISTENER_NAME, listen, grant: grantId }], this.limits);
+    const [bound] = await startListeners(this.rt, [{ name: DEDICATED_LISTENER_NAME, listen, grant: grantId, protocol: 'http' }], this.limits);
     if (bound === undefined) throw new Error('listener did not start');
     this.byGrant.set(grantId, bound);
     this.self.add(bound.address);

@@ -9,8 +9,12 @@ import type { ProxyRuntime } from './runtime.js';
 import type { RuntimeGrant } from './grant-table.js';
 
 export function identifyHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.IncomingMessage): RuntimeGrant | null {
-  const header = req.headers['proxy-authorization'];
-  if (rt.maxHeaderCount > 0 && req.rawHeaders.length / 2 > rt.maxHeaderCount) {
+  return identifyPresented(rt, ctx, hop, req.headers['proxy-authorization'], req.rawHeaders.length / 2);
+}
+
+/** `header` is a Proxy-Authorization value (SOCKS5 credentials arrive converted to Basic). */
+export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, header: string | undefined, headerCount: number): RuntimeGrant | null {
+  if (rt.maxHeaderCount > 0 && headerCount > rt.maxHeaderCount) {
     hop.fail('headers_too_large', `more than ${rt.maxHeaderCount} header fields`);
     return null;
   }

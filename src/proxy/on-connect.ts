@@ -41,7 +41,27 @@ export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: h
     return deny(rt, ctx, hop, socket);
   }
   hop.canonical = target.value;
-  if (!(await decideDestination(rt, hop, grant))) return deny(rt, ctx, hop, socket);
+  await runTunnelHop(rt, ctx, hop, grant, socket, head, HTTP_CONNECT);
+}
+
+/** How a tunnel hop answers its client: HTTP CONNECT (200 / a denial response) or SOCKS5 replies. */
+export interface TunnelResponder {
+  established(socket: net.Socket): void;
+  deny(socket: net.Socket, hop: Hop): void;
+}
+
+const HTTP_CONNECT: TunnelResponder = {
+  established: (socket) => void socket.write(connectEstablished()),
+  deny: (socket, hop) => writeSocketDenial(socket, { reason: hop.reason, destination: hop.canonical?.key ?? null, grant: hop.principal?.grantId ?? null }),
+};
+
+/** Decide → dial the route → answer → (SNI check) → relay → close record. Shared by CONNECT and SOCKS5. */
+export async function runTunnelHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, grant: RuntimeGrant, socket: net.Socket, head: Buffer, responder: TunnelResponder): Promise<void> {
+  const deny = (): void => {
+    recordDecision(rt.audit, ctx, hop, rt.metrics);
+    responder.deny(socket, hop);
+  };
+  if (!(await decideDestination(rt, hop, grant))) return deny();
   if (socket.destroyed) {
     hop.fail('client_gone', 'before the tunnel was dialed');
     recordDecision(rt.audit, ctx, hop, rt.metrics);
@@ -52,7 +72,7 @@ export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: h
   hop.dialUs = hop.elapsedUs();
   if (!opened.ok) {
     hop.fail(opened.reason, opened.detail);
-    return deny(rt, ctx, hop, socket);
+    return deny();
   }
   const upstream = opened.value.socket;
   if (socket.destroyed) {
@@ -65,7 +85,7 @@ export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: h
   if (grant.requireSniMatch && hop.canonical !== null) {
     // The 200 goes first (the client sends its ClientHello only after it); nothing reaches the
     // origin until the server name is checked.
-    socket.write(connectEstablished());
+    responder.established(socket);
     const sni = await checkSni(socket, head, hop.canonical, rt.handshakeTimeoutMs);
     if (!sni.ok) {
       hop.fail('sni_mismatch', sni.detail);
@@ -78,7 +98,7 @@ export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: h
     recordDecision(rt.audit, ctx, hop, rt.metrics);
   } else {
     recordDecision(rt.audit, ctx, hop, rt.metrics);
-    socket.write(connectEstablished());
+    responder.established(socket);
   }
   if (opened.value.head.length > 0) socket.write(opened.value.head);
   const tunnel = new Tunnel(socket, upstream, relayLimits(rt, grant), clientHead, byteBudget(rt, grant));

@@ -11,6 +11,7 @@ import { ConnectionContext } from './connection-context.js';
 import { Hop } from './hop.js';
 import { onConnect } from './on-connect.js';
 import { onRequest } from './on-request.js';
+import { onSocksConnection } from './socks5.js';
 import { writeResponseDenial, writeSocketDenial } from './respond.js';
 import type { ProxyRuntime } from './runtime.js';
 
@@ -21,7 +22,7 @@ export interface BoundListener {
   readonly name: string;
   /** `host:port` with the real port, or `unix:/path`. */
   readonly address: string;
-  readonly server: http.Server;
+  readonly server: net.Server;
   /** Every accepted client socket, including those handed over to CONNECT tunnels, for shutdown. */
   readonly sockets: Set<net.Socket>;
 }
@@ -36,7 +37,41 @@ function contextOf(socket: net.Socket): ConnectionContext | undefined {
   return (socket as TaggedSocket)[CONTEXT];
 }
 
-function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>): http.Server {
+/** Admission, the connection context and socket tracking: the same for HTTP and SOCKS5 listeners. */
+function acceptConnection(rt: ProxyRuntime, section: ListenerSection, sockets: Set<net.Socket>, socket: TaggedSocket): ConnectionContext | null {
+  const ctx = new ConnectionContext(socket, section.name, { boundGrant: section.grant ?? null });
+  if (!rt.gate.tryAdmit(section.name, section.maxConnections)) {
+    const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
+    hop.fail('connections_exhausted');
+    recordDecision(rt.audit, ctx, hop, rt.metrics);
+    if (section.protocol === 'socks5') socket.destroy();
+    else writeSocketDenial(socket, { reason: 'connections_exhausted', destination: null, grant: null });
+    return null;
+  }
+  socket.once('close', () => rt.gate.release(section.name));
+  socket[CONTEXT] = ctx;
+  sockets.add(socket);
+  rt.metrics.connectionOpened(section.name);
+  socket.once('close', () => {
+    sockets.delete(socket);
+    rt.metrics.connectionClosed(section.name);
+  });
+  return ctx;
+}
+
+function createSocksServer(rt: ProxyRuntime, section: ListenerSection, sockets: Set<net.Socket>): net.Server {
+  return net.createServer({ allowHalfOpen: true, noDelay: true }, (socket: TaggedSocket) => {
+    const ctx = acceptConnection(rt, section, sockets, socket);
+    if (ctx === null) return;
+    onSocksConnection(rt, ctx, socket).catch((error: unknown) => {
+      rt.log.error({ err: error }, 'SOCKS5 handling failed');
+      socket.destroy();
+    });
+  });
+}
+
+function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>): net.Server {
+  if (section.protocol === 'socks5') return createSocksServer(rt, section, sockets);
   const server = http.createServer({
     insecureHTTPParser: false,
     requireHostHeader: false,
@@ -48,27 +83,9 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
     // Node checks header and request timeouts on this interval (default 30 s): slowloris needs it short.
     connectionsCheckingInterval: 1_000,
   });
-  const identity = { boundGrant: section.grant ?? null };
   // Detect one header past the cap instead of letting Node drop the rest silently.
   server.maxHeadersCount = rt.maxHeaderCount + 1;
-  server.on('connection', (socket: TaggedSocket) => {
-    const ctx = new ConnectionContext(socket, section.name, identity);
-    if (!rt.gate.tryAdmit(section.name, section.maxConnections)) {
-      const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
-      hop.fail('connections_exhausted');
-      recordDecision(rt.audit, ctx, hop, rt.metrics);
-      writeSocketDenial(socket, { reason: 'connections_exhausted', destination: null, grant: null });
-      return;
-    }
-    socket.once('close', () => rt.gate.release(section.name));
-    socket[CONTEXT] = ctx;
-    sockets.add(socket);
-    rt.metrics.connectionOpened(section.name);
-    socket.once('close', () => {
-      sockets.delete(socket);
-      rt.metrics.connectionClosed(section.name);
-    });
-  });
+  server.on('connection', (socket: TaggedSocket) => void acceptConnection(rt, section, sockets, socket));
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const ctx = contextOf(req.socket);
     if (ctx === undefined) return void res.destroy();
@@ -114,7 +131,7 @@ function fault(rt: ProxyRuntime, res: http.ServerResponse, error: unknown): void
   writeResponseDenial(res, { reason: 'origin_failed', destination: null, grant: null }, true);
 }
 
-async function listenOn(server: http.Server, listen: string): Promise<string> {
+async function listenOn(server: net.Server, listen: string): Promise<string> {
   if (listen.startsWith('unix:')) {
     const file = listen.slice(5);
     await removeStaleSocket(file);
@@ -170,10 +187,10 @@ export async function startListeners(rt: ProxyRuntime, sections: readonly Listen
  */
 export async function stopListeners(listeners: readonly BoundListener[], drainMs = 0): Promise<void> {
   const closed = listeners.map((l) => new Promise<void>((resolve) => l.server.close(() => resolve())));
-  for (const l of listeners) l.server.closeIdleConnections();
+  for (const l of listeners) if (l.server instanceof http.Server) l.server.closeIdleConnections();
   if (drainMs > 0) await drained(listeners, drainMs);
   for (const l of listeners) {
-    l.server.closeAllConnections();
+    if (l.server instanceof http.Server) l.server.closeAllConnections();
     for (const socket of l.sockets) {
       contextOf(socket)?.tunnel?.end('proxy_shutdown');
       socket.destroy();
