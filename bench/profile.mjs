@@ -2,11 +2,20 @@
 // each node_modules package, Node internals, GC, idle). Used by `npm run bench -- --profile`.
 import path from 'node:path';
 
-export function summarizeProfile(prof, root) {
+/**
+ * Self time per function within [fromUs, toUs] (CLOCK_MONOTONIC microseconds, the clock of both the
+ * profile's timestamps and process.hrtime), or over the whole profile when no window is given.
+ */
+export function summarizeProfile(prof, root, window = {}) {
   const byId = new Map(prof.nodes.map((n) => [n.id, n]));
   const self = new Map();
+  const from = window.fromUs ?? -Infinity;
+  const to = window.toUs ?? Infinity;
+  let t = prof.startTime;
   for (let i = 0; i < prof.samples.length; i++) {
     const dt = prof.timeDeltas[i] ?? 0;
+    t += dt;
+    if (t < from || t > to) continue;
     self.set(prof.samples[i], (self.get(prof.samples[i]) ?? 0) + dt);
   }
   const fns = new Map();
@@ -51,21 +60,21 @@ function areaOf(url, name, root) {
   return shortUrl(url, root);
 }
 
-export function renderProfile(s, { commit, node, scenario }, top = 30) {
+export function renderProfile(s, { title, scenario }, top = 30) {
   const busy = s.totalUs - s.idleUs;
   const pct = (us) => `${((100 * us) / busy).toFixed(1)}%`;
   const lines = [
-    `# Sluice CPU profile (commit \`${commit}\`, Node ${node})`,
+    `## ${title}`,
     '',
-    `Scenario: ${scenario}. Sampled ${(s.totalUs / 1e6).toFixed(1)} s, of which ${(s.idleUs / 1e6).toFixed(1)} s idle. Percentages are of the non-idle time.`,
+    `${scenario}. Sampled ${(s.totalUs / 1e6).toFixed(2)} s, of which ${(s.idleUs / 1e6).toFixed(2)} s idle. Percentages are of the non-idle time.`,
     '',
-    '## By area (self time)',
+    '### By area (self time)',
     '',
     '| area | self | share |',
     '|---|---|---|',
     ...s.areas.filter((a) => a.area !== '(idle)').slice(0, 20).map((a) => `| ${a.area} | ${(a.us / 1000).toFixed(0)} ms | ${pct(a.us)} |`),
     '',
-    `## Top ${top} functions (self time)`,
+    `### Top ${top} functions (self time)`,
     '',
     '| function | where | area | self | share |',
     '|---|---|---|---|---|',

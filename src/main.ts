@@ -3,8 +3,8 @@ import { Command, InvalidArgumentError } from 'commander';
 import { loadConfig, type Config, type ConfigIssue } from './config/index.js';
 import { buildRuntime, startApp, type SluiceApp } from './app.js';
 import { ProxyError } from './core/index.js';
-import { explain, formatExplanation, type ProxyRuntime } from './proxy/index.js';
-import { parseGrantIssueOptions, runGrantCommand, type GrantIssueFlags } from './cli/index.js';
+import { explain, formatExplanation, startBridge, type ProxyRuntime } from './proxy/index.js';
+import { EXIT_CONFINEMENT_FAILED, parseGrantIssueOptions, prepareNamespace, runCommand, runGrantCommand, runInNamespace, sandboxEnv, type GrantIssueFlags } from './cli/index.js';
 import path from 'node:path';
 
 const EXIT_CONFIG = 2;
@@ -181,6 +181,63 @@ adminOptions(grant.command('revoke').description('revoke a grant, or a whole gen
   .action((id: string | undefined, options: Record<string, unknown>) => runGrant('revoke', id, options));
 adminOptions(grant.command('list').description('list grants (never tokens)')).action((options: Record<string, unknown>) => runGrant('list', undefined, options));
 adminOptions(grant.command('show').description('show one grant').argument('<id>')).action((id: string, options: Record<string, unknown>) => runGrant('show', id, options));
+
+function parsePort(value: string): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidArgumentError('expected a port number');
+  return port;
+}
+
+program
+  .command('bridge')
+  .description("relay 127.0.0.1:<port> inside a sandbox's network namespace to a grant's Unix socket")
+  .requiredOption('--grant-socket <path>', "the grant's dedicated Unix socket")
+  .option('--port <port>', 'port on 127.0.0.1 to listen on', parsePort, 3128)
+  .action(async (options: { grantSocket: string; port: number }) => {
+    const bridge = await startBridge('127.0.0.1', options.port, options.grantSocket, (m) => void process.stderr.write(`sluice bridge: ${m}\n`));
+    process.stderr.write(`sluice bridge: 127.0.0.1:${bridge.port} -> ${options.grantSocket}\n`);
+    const stop = (): void => void bridge.close().then(() => process.exit(0));
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+  });
+
+program
+  .command('run')
+  .description('run a command in a new network namespace whose only way out is the grant socket')
+  .requiredOption('--grant-socket <path>', "the grant's dedicated Unix socket")
+  .option('--port <port>', 'bridge port inside the namespace', parsePort, 3128)
+  .argument('<command...>', 'the command and its arguments (after --)')
+  .action(async (command: string[], options: { grantSocket: string; port: number }) => {
+    process.exitCode = await runInNamespace(
+      {
+        grantSocket: path.resolve(options.grantSocket),
+        port: options.port,
+        command,
+        node: process.execPath,
+        bin: process.argv[1] ?? '',
+        env: process.env,
+        isRoot: process.getuid?.() === 0,
+      },
+      (m) => void process.stderr.write(m),
+    );
+  });
+
+program
+  .command('__sandbox-init', { hidden: true })
+  .requiredOption('--grant-socket <path>')
+  .requiredOption('--port <port>', '', parsePort)
+  .argument('<command...>')
+  .action(async (command: string[], options: { grantSocket: string; port: number }) => {
+    const refused = prepareNamespace();
+    if (refused !== null) {
+      process.stderr.write(`sluice run: ${refused}; refusing to run the command unconfined\n`);
+      process.exit(EXIT_CONFINEMENT_FAILED);
+    }
+    const bridge = await startBridge('127.0.0.1', options.port, options.grantSocket, (m) => void process.stderr.write(`sluice bridge: ${m}\n`));
+    const code = await runCommand(command, sandboxEnv(process.env, bridge.port));
+    await bridge.close();
+    process.exit(code);
+  });
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`sluice: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -14,3 +14,22 @@ export function isUnixSocketAlive(file: string, timeoutMs = 1000): Promise<boole
     probe.once('error', () => finish(false));
   });
 }
+
+/** Connects to a Unix socket (a grant's dedicated listener, for `sluice bridge`). */
+export function connectUnix(file: string, timeoutMs = 5000): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ path: file, allowHalfOpen: true });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no answer on ${file} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    socket.once('connect', () => {
+      clearTimeout(timer);
+      resolve(socket);
+    });
+    socket.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+  });
+}

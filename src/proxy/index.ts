@@ -11,3 +11,4 @@ export * from './grant-registry.js';
 export * from './dedicated-listeners.js';
 export * from './control.js';
 export * from './admission.js';
+export * from './bridge.js';

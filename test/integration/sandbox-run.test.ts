@@ -1,0 +1,96 @@
+// A sandbox whose only network path is Sluice: `sluice run` starts real curl in a new network
+// namespace with only loopback, where `sluice bridge` relays the proxy port to a grant's Unix socket.
+// Allowed HTTPS is reached, a denied name gets 403, and a direct connection that ignores the proxy
+// fails because the namespace has no route out (seed A4, A9: fail closed when confinement is missing).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createTestPki, type TestPki } from '../support/pki.js';
+import { startHttpsOrigin, startHttpOrigin, type Origin } from '../support/origins.js';
+import { startSluice, tableLookup, type TestSluice } from '../support/sluice.js';
+import { canCreateNamespace } from '../../src/cli/index.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const BIN = path.join(ROOT, 'bin/sluice.js');
+const isRoot = process.getuid?.() === 0;
+const refused = canCreateNamespace(isRoot);
+if (refused !== null) console.log(`skipping sandbox-run: ${refused}`);
+
+function sluiceRun(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, 'run', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe.skipIf(refused !== null)('sluice run: a network namespace whose only way out is Sluice', () => {
+  let pki: TestPki;
+  let https: Origin;
+  let http: Origin;
+  let sluice: TestSluice;
+  let dir: string;
+  let sock: string;
+
+  beforeAll(async () => {
+    pki = createTestPki(['allowed.test', 'denied.test']);
+    https = await startHttpsOrigin(pki);
+    http = await startHttpOrigin();
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-run-'));
+    sock = path.join(dir, 'sandbox.sock');
+    sluice = await startSluice(
+      {
+        listeners: [{ name: 'sandbox', listen: `unix:${sock}`, grant: 'sb' }],
+        grants: [{ id: 'sb', destinations: [`https://allowed.test:${https.port}`], allowAddressClasses: ['loopback'] }],
+      },
+      { lookup: tableLookup({ 'allowed.test': ['127.0.0.1'], 'denied.test': ['127.0.0.1'] }) },
+    );
+  });
+  afterAll(async () => {
+    await sluice?.close();
+    await https?.close();
+    await http?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('reaches an allowed HTTPS origin through the bridge, with curl using only its proxy variables', async () => {
+    const r = await sluiceRun(['--grant-socket', sock, '--', 'curl', '-sS', '--cacert', pki.caFile, `https://allowed.test:${https.port}/in-ns`]);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('origin:GET:/in-ns');
+    expect(r.code).toBe(0);
+    expect(sluice.decisions().at(-1)).toMatchObject({ listener: 'sandbox', principal: 'sb', via: 'listener', reason: 'granted' });
+  });
+
+  it('gets 403 for a denied destination, and returns the command’s exit code', async () => {
+    const before = https.connections;
+    const r = await sluiceRun(['--grant-socket', sock, '--', 'curl', '-s', '-o', '/dev/null', '-w', '%{http_connect}', '--cacert', pki.caFile, `https://denied.test:${https.port}/`]);
+    expect(r.stdout).toBe('403');
+    expect(r.code).toBe(56);
+    expect(https.connections).toBe(before);
+  });
+
+  it('fails a direct connection that ignores the proxy: the namespace has no route out', async () => {
+    const before = http.connections;
+    const r = await sluiceRun(['--grant-socket', sock, '--', 'curl', '-sS', '--noproxy', '*', '--max-time', '5', `http://127.0.0.1:${http.port}/direct`]);
+    expect(r.code).toBe(7);
+    expect(http.connections).toBe(before);
+  });
+
+  it('refuses to run the command when the grant socket is missing (fail closed)', async () => {
+    const marker = path.join(dir, 'ran');
+    const r = await sluiceRun(['--grant-socket', path.join(dir, 'missing.sock'), '--', 'touch', marker]);
+    expect(r.code).toBe(125);
+    expect(fs.existsSync(marker)).toBe(false);
+  });
+});
