@@ -1,5 +1,5 @@
 // The proxy's ingress: one node:http server per configured listener (TCP or Unix socket), each either
-// token-identified or bound to one grant. Parses strictly (never insecureHTTPParser: request smuggling,
+// token-identified or bound to one grant. Parses strictly (Node's default strict parser, never the lenient one: request smuggling,
 // RFC 9112 §6.3), answers parse errors with 400 and closes only that connection.
 import fs from 'node:fs/promises';
 import http from 'node:http';
@@ -73,7 +73,6 @@ function createSocksServer(rt: ProxyRuntime, section: ListenerSection, sockets: 
 function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>): net.Server {
   if (section.protocol === 'socks5') return createSocksServer(rt, section, sockets);
   const server = http.createServer({
-    insecureHTTPParser: false,
     requireHostHeader: false,
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: 0,
