@@ -11,7 +11,9 @@ export interface AuditAddress {
 
 export interface AuditTimings {
   /** Microseconds from the request head being parsed to each stage finishing; null when not reached. */
+  readonly identifyUs: number | null;
   readonly authorizeUs: number | null;
+  readonly routeUs: number | null;
   readonly resolveUs: number | null;
   readonly dialUs: number | null;
 }
@@ -62,6 +64,8 @@ export interface CloseRecordV1 {
   readonly bytesUp: number;
   readonly bytesDown: number;
   readonly durationMs: number;
+  /** Microseconds from the request head to the first byte from the origin or upstream; null if none came. */
+  readonly firstByteUs: number | null;
 }
 
 export type AuditRecordV1 = DecisionRecordV1 | CloseRecordV1;
@@ -74,7 +78,7 @@ export const DECISION_FIELDS = [
 
 export const CLOSE_FIELDS = [
   'v', 'kind', 'ts', 'connection', 'hop', 'listener', 'principal', 'request', 'canonical', 'pinned', 'closedBy', 'status',
-  'bytesUp', 'bytesDown', 'durationMs',
+  'bytesUp', 'bytesDown', 'durationMs', 'firstByteUs',
 ] as const satisfies readonly (keyof CloseRecordV1)[];
 
 const MAX_TARGET = 256;

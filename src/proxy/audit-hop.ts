@@ -51,7 +51,7 @@ export function recordDecision(sink: AuditSink, ctx: ConnectionContext, hop: Hop
     upstream: hop.usedHop?.kind === 'proxy' ? hop.usedHop.proxy.label : null,
     attested: attestedOf(hop),
     credentialObserving: credentialObservingOf(hop),
-    timings: { authorizeUs: hop.authorizeUs, resolveUs: hop.resolveUs, dialUs: hop.dialUs },
+    timings: { identifyUs: hop.identifyUs, authorizeUs: hop.authorizeUs, routeUs: hop.routeUs, resolveUs: hop.resolveUs, dialUs: hop.dialUs },
   });
 }
 
@@ -81,5 +81,6 @@ export function recordClose(sink: AuditSink, ctx: ConnectionContext, hop: Hop, f
     bytesUp: facts.bytesUp,
     bytesDown: facts.bytesDown,
     durationMs: Date.now() - hop.startedAtMs,
+    firstByteUs: hop.firstByteUs,
   });
 }

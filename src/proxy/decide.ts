@@ -57,6 +57,7 @@ export async function decideDestination(deps: DecideDeps, hop: Hop, grant: Runti
   const route = await deps.routes.select(dest, hop.kind, hop.scheme);
   if (!route.ok) return hop.fail(route.reason, route.detail);
   hop.route = route.value;
+  hop.routeUs = hop.elapsedUs();
   resolution ??= await resolveDestination(deps, hop);
   hop.resolveUs = hop.elapsedUs();
 

@@ -20,10 +20,14 @@ export class Hop {
   routeHops: readonly RouteHop[] = [];
   /** The alternative that carried the hop, once dialed. */
   usedHop: RouteHop | null = null;
+  identifyUs: number | null = null;
   authorizeUs: number | null = null;
+  routeUs: number | null = null;
+  firstByteUs: number | null = null;
   resolveUs: number | null = null;
   dialUs: number | null = null;
-  readonly startedNs: bigint = process.hrtime.bigint();
+  /** performance.now() when the request head was parsed: the origin of every timing. */
+  readonly startedAt: number = performance.now();
   readonly startedAtMs: number = Date.now();
 
   constructor(
@@ -44,6 +48,6 @@ export class Hop {
   }
 
   elapsedUs(): number {
-    return Number((process.hrtime.bigint() - this.startedNs) / 1000n);
+    return Math.round((performance.now() - this.startedAt) * 1000);
   }
 }

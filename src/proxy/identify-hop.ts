@@ -38,6 +38,7 @@ export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop:
     hop.principal = verdict.value;
     ctx.principal = verdict.value;
   }
+  hop.identifyUs = hop.elapsedUs();
   const grant = rt.registry.grants.get(hop.principal.grantId);
   if (!checkGrantLive(hop, grant, rt.now())) return null;
   if (ctx.grantId === null) {

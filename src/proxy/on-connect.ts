@@ -75,6 +75,8 @@ export async function runTunnelHop(rt: ProxyRuntime, ctx: ConnectionContext, hop
     return deny();
   }
   const upstream = opened.value.socket;
+  if (opened.value.head.length > 0) hop.firstByteUs = hop.elapsedUs();
+  else upstream.once('data', () => (hop.firstByteUs ??= hop.elapsedUs()));
   if (socket.destroyed) {
     upstream.destroy();
     hop.fail('client_gone', 'before the tunnel was established');

@@ -58,6 +58,7 @@ export async function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: h
 
   const result = await forwardOverRoute(rt, hop, req, res, target.value.pathAndQuery);
   hop.dialUs = hop.elapsedUs();
+  if (result !== null && result.phase === 'responded') hop.firstByteUs = Math.round((result.headersAt - hop.startedAt) * 1000);
   if (result === null) {
     hop.fail('route_none', 'no route alternative could carry the request');
     return deny(rt, ctx, hop, req, res);

@@ -39,7 +39,15 @@ export interface ForwardTarget {
 
 export type ForwardResult =
   | { readonly phase: 'failed'; readonly reason: ReasonCode; readonly detail: string; readonly bytesUp: number }
-  | { readonly phase: 'responded'; readonly status: number; readonly bytesUp: number; readonly bytesDown: number; readonly closedBy: CloseReason | null };
+  | {
+      readonly phase: 'responded';
+      readonly status: number;
+      readonly bytesUp: number;
+      readonly bytesDown: number;
+      readonly closedBy: CloseReason | null;
+      /** performance.now() when the response head arrived. */
+      readonly headersAt: number;
+    };
 
 const VIA = '1.1 sluice';
 
@@ -113,6 +121,7 @@ export async function forwardRequest(agent: Dispatcher, req: http.IncomingMessag
     response.body.destroy();
     return { phase: 'failed', reason: 'upstream_auth_required', detail: 'the upstream proxy answered 407', bytesUp: body?.bytes ?? 0 };
   }
+  const headersAt = performance.now();
   const responseHeaders = stripHopByHopObject(response.headers);
   responseHeaders.push('via', VIA);
   res.writeHead(response.statusCode, responseHeaders);
@@ -123,7 +132,7 @@ export async function forwardRequest(agent: Dispatcher, req: http.IncomingMessag
   return new Promise((resolve) => {
     pipeline(response.body, res, (error) => {
       if (error) res.destroy();
-      resolve({ phase: 'responded', status: response.statusCode, bytesUp: body?.bytes ?? 0, bytesDown, closedBy: error ? 'response_error' : null });
+      resolve({ phase: 'responded', status: response.statusCode, bytesUp: body?.bytes ?? 0, bytesDown, closedBy: error ? 'response_error' : null, headersAt });
     });
   });
 }
