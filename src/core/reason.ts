@@ -1,7 +1,7 @@
 // The closed table of decision reason codes: each code's HTTP status and human message, declared once.
 // Codes are never renamed or reused; docs/reason-codes.md is checked against this table by a test.
 
-export type ReasonStatus = 200 | 400 | 403 | 407 | 408 | 429 | 502 | 504;
+export type ReasonStatus = 200 | 400 | 403 | 407 | 408 | 417 | 429 | 502 | 504;
 type ReasonSpec = { readonly status: ReasonStatus; readonly message: string };
 
 export const Reasons = {
@@ -19,6 +19,7 @@ export const Reasons = {
   request_malformed: { status: 400, message: 'the request is not a well-formed proxy request' },
   headers_too_large: { status: 400, message: 'the request head has too many or too large header fields' },
   request_timeout: { status: 408, message: 'the request head did not arrive in time' },
+  expectation_unsupported: { status: 417, message: 'the request carries an Expect other than 100-continue' },
   connections_exhausted: { status: 429, message: 'Sluice or this listener already has its maximum number of connections' },
   auth_rate_limited: { status: 429, message: 'too many failed proxy authentications from this address; try again later' },
   sni_mismatch: { status: 403, message: 'the TLS ClientHello names another server than the authorized destination' },

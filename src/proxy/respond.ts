@@ -12,6 +12,7 @@ const ERROR_TYPES: Partial<Record<ReasonCode, string>> = {
   request_malformed: 'http_request_error',
   headers_too_large: 'http_request_error',
   request_timeout: 'http_request_error',
+  expectation_unsupported: 'http_request_error',
   connections_exhausted: 'proxy_internal_error',
   auth_rate_limited: 'http_request_denied',
   sni_mismatch: 'http_request_denied',
@@ -118,6 +119,7 @@ function statusText(status: number): string {
     case 403: return 'Forbidden';
     case 407: return 'Proxy Authentication Required';
     case 408: return 'Request Timeout';
+    case 417: return 'Expectation Failed';
     case 429: return 'Too Many Requests';
     case 502: return 'Bad Gateway';
     case 504: return 'Gateway Timeout';

@@ -99,6 +99,16 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
       socket.destroy();
     });
   });
+  // RFC 9110 §10.1.1: an Expect other than 100-continue is answered 417, by Sluice (with a reason and a
+  // record), not by Node's default handler.
+  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const ctx = contextOf(req.socket);
+    if (ctx === undefined) return void res.destroy();
+    const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', req.url ?? '');
+    hop.fail('expectation_unsupported');
+    recordDecision(rt.audit, ctx, hop, rt.metrics);
+    writeResponseDenial(res, { reason: 'expectation_unsupported', destination: null, grant: ctx.principal?.grantId ?? null }, true);
+  });
   server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket) => {
     const ctx = contextOf(socket);
     if (ctx === undefined) return void socket.destroy();

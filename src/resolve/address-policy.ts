@@ -8,7 +8,10 @@ import type { SelfAddresses } from './self-addresses.js';
 
 export interface AddressPolicy {
   readonly classes: ReadonlySet<AddressClass>;
-  readonly addresses: net.BlockList;
+  /** allowAddresses, one list per family: net.BlockList matches IPv4 against IPv6 subnets in their
+   * ::ffff: form, so `::/0` in one shared list would admit every IPv4 address, loopback included. */
+  readonly addresses4: net.BlockList;
+  readonly addresses6: net.BlockList;
   readonly self: SelfAddresses;
 }
 
@@ -39,14 +42,15 @@ export function compileAddressPolicy(
   for (const cls of classes) {
     if ((GRANTABLE_CLASSES as readonly string[]).includes(cls)) allowed.add(cls as AddressClass);
   }
-  const blockList = new net.BlockList();
+  const addresses4 = new net.BlockList();
+  const addresses6 = new net.BlockList();
   cidrs.forEach((text, index) => {
     const cidr = parseCidr(text);
     if (cidr === null) issues.push({ index, message: `"${text}" is not an IP address or CIDR` });
-    else blockList.addSubnet(cidr.address, cidr.prefix, cidr.family);
+    else (cidr.family === 'ipv4' ? addresses4 : addresses6).addSubnet(cidr.address, cidr.prefix, cidr.family);
   });
   if (issues.length > 0) return { ok: false, issues };
-  return { ok: true, value: { classes: allowed, addresses: blockList, self } };
+  return { ok: true, value: { classes: allowed, addresses4, addresses6, self } };
 }
 
 const NEVER: ReadonlySet<AddressClass> = new Set(['unspecified', 'multicast', 'self']);
@@ -56,9 +60,9 @@ export function checkAddress(policy: AddressPolicy, resolved: ResolvedAddress, p
   const { class: baseClass, effective } = classifyAddress(resolved.address);
   const cls: AddressClass = policy.self.has(effective, baseClass, port) ? 'self' : baseClass;
   if (NEVER.has(cls)) return { address: resolved.address, family: resolved.family, class: cls, allowed: false };
-  const family = net.isIPv4(effective) ? 'ipv4' : 'ipv6';
-  // Only the effective address counts: a CIDR over the outer IPv6 (say 64:ff9b::/96 for NAT64) must
-  // not admit the loopback or metadata address it embeds.
-  const allowed = policy.classes.has(cls) || policy.addresses.check(effective, family);
+  // Only the effective address counts, against CIDRs of its own family: a CIDR over the outer IPv6
+  // (64:ff9b::/96 for NAT64, ::ffff:0:0/96, ::/0) must not admit the loopback or metadata address it embeds.
+  const isV4 = net.isIPv4(effective);
+  const allowed = policy.classes.has(cls) || (isV4 ? policy.addresses4.check(effective, 'ipv4') : policy.addresses6.check(effective, 'ipv6'));
   return { address: resolved.address, family: resolved.family, class: cls, allowed };
 }

@@ -111,7 +111,7 @@ describe('address classifier (fast-check)', () => {
 
 // ── 2. the reason-code table and Proxy-Status ─────────────────────────────────────────────────────
 
-const ALLOWED_STATUS = new Set([200, 400, 403, 407, 408, 429, 502, 504]);
+const ALLOWED_STATUS = new Set([200, 400, 403, 407, 408, 417, 429, 502, 504]);
 /** RFC 9209 §2.3 proxy error types (IANA "HTTP Proxy-Status Parameters / Proxy Error Types"). */
 const RFC9209_ERROR_TYPES = new Set([
   'dns_timeout', 'dns_error', 'destination_not_found', 'destination_unavailable', 'destination_ip_prohibited',
@@ -148,7 +148,7 @@ function parseProxyStatusMember(value: string): { item: string; params: Map<stri
 describe('reason codes and Proxy-Status (RFC 9209)', () => {
   const codes = Object.keys(Reasons) as ReasonCode[];
 
-  it('every code has a status in {200,400,403,407,408,429,502,504} and a non-empty one-line message', () => {
+  it('every code has a status in {200,400,403,407,408,417,429,502,504} and a non-empty one-line message', () => {
     expect(codes.length).toBeGreaterThan(10);
     for (const code of codes) {
       expect(isReasonCode(code)).toBe(true);
@@ -225,7 +225,7 @@ const connectTarget = fc.oneof(authority, fc.string(), fc.string({ unit: 'binary
 const absoluteTarget = fc.oneof(
   fc.tuple(fc.constantFrom('http', 'HTTP', 'Http', 'ws', 'WS', 'https', 'wss', 'ftp', 'h', 'http+unix'), authority, fc.oneof(fc.constant(''), fc.webPath(), fc.webQueryParameters().map((q) => `?${q}`), fc.string({ maxLength: 20 })))
     .map(([scheme, auth, rest]) => `${scheme}://${auth}${rest}`),
-  fc.webUrl({ withQueryParameters: true, withFragments: true, withUserInfo: true, validSchemes: ['http', 'ws', 'https', 'ftp'] }),
+  fc.webUrl({ withQueryParameters: true, withFragments: true, authoritySettings: { withUserInfo: true, withPort: true }, validSchemes: ['http', 'ws', 'https', 'ftp'] }),
   mutate(fc.webUrl({ validSchemes: ['http', 'ws'] })),
   fc.string(),
   fc.string({ unit: 'binary', maxLength: 80 }),
