@@ -67,7 +67,13 @@ export async function dial(targets: readonly PinnedAddress[], options: DialOptio
 
 export interface ConnectorOptions {
   readonly hostname: string;
+  /** undici passes '' for the scheme's default port. */
   readonly port: string | number;
+  readonly protocol?: string;
+}
+
+function portOf(opts: ConnectorOptions): number {
+  return Number(opts.port) || (opts.protocol === 'https:' ? 443 : 80);
 }
 
 type ConnectorCallback = (error: Error | null, socket: net.Socket | null) => void;
@@ -84,7 +90,7 @@ export function createPinnedConnector(options: DialOptions): (opts: ConnectorOpt
       callback(Object.assign(new Error('refusing to dial a host name; only pinned addresses are dialed'), { code: 'ERR_NOT_PINNED' }), null);
       return;
     }
-    const target = { address: host, family, port: Number(opts.port), class: 'public' } as unknown as PinnedAddress;
+    const target = { address: host, family, port: portOf(opts), class: 'public' } as unknown as PinnedAddress;
     connectOnce(target, options.timeoutMs, undefined, false).then(
       (socket) => callback(null, socket),
       (error: Error) => callback(error, null),
@@ -101,7 +107,7 @@ export function createUpstreamConnector(
   connect: (proxy: UpstreamProxy) => Promise<Verdict<net.Socket>>,
 ): (opts: ConnectorOptions, callback: ConnectorCallback) => void {
   return function connectUpstream(opts, callback) {
-    const proxy = find(opts.hostname.replace(/^\[|\]$/g, ''), Number(opts.port));
+    const proxy = find(opts.hostname.replace(/^\[|\]$/g, ''), portOf(opts));
     if (proxy === undefined) {
       callback(Object.assign(new Error('not a configured upstream proxy'), { code: 'ERR_NOT_UPSTREAM' }), null);
       return;

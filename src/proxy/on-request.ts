@@ -28,6 +28,10 @@ function deny(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.Inco
 
 /** RFC 9112 §3.2.2: a proxy MUST ignore a conflicting Host; we refuse it, since a disagreement is an attack signal. */
 function hostAgrees(req: http.IncomingMessage, hop: Hop): boolean {
+  // RFC 9112 §3.2: more than one Host field line is answered 400, even if the first agrees.
+  let hostLines = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if ((req.rawHeaders[i] ?? '').toLowerCase() === 'host') hostLines += 1;
+  if (hostLines > 1) return false;
   const host = req.headers.host;
   if (host === undefined || hop.canonical === null || hop.scheme === null) return host === undefined;
   const canonical = canonicalize(host, DEFAULT_PORTS[hop.scheme]);

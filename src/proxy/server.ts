@@ -73,6 +73,8 @@ function createSocksServer(rt: ProxyRuntime, section: ListenerSection, sockets: 
 function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>): net.Server {
   if (section.protocol === 'socks5') return createSocksServer(rt, section, sockets);
   const server = http.createServer({
+    // Explicit, so NODE_OPTIONS=--insecure-http-parser cannot loosen it (ADR 0011; RFC 9112 §6.3).
+    insecureHTTPParser: false,
     requireHostHeader: false,
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: 0,
@@ -88,11 +90,13 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const ctx = contextOf(req.socket);
     if (ctx === undefined) return void res.destroy();
+    if (!isHttp11(req)) return refuseVersion(rt, ctx, req, (reason) => writeResponseDenial(res, { reason, destination: null, grant: null }, true));
     onRequest(rt, ctx, req, res).catch((error: unknown) => fault(rt, res, error));
   });
   server.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
     const ctx = contextOf(socket);
     if (ctx === undefined) return void socket.destroy();
+    if (!isHttp11(req)) return refuseVersion(rt, ctx, req, (reason) => writeSocketDenial(socket, { reason, destination: null, grant: null }));
     socket.on('error', () => socket.destroy());
     onConnect(rt, ctx, req, socket, head).catch((error: unknown) => {
       rt.log.error({ err: error }, 'CONNECT handling failed');
@@ -127,6 +131,22 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
     writeSocketDenial(socket, { reason, destination: null, grant: ctx.principal?.grantId ?? null });
   });
   return server;
+}
+
+/**
+ * Only HTTP/1.0 and 1.1 request lines. Node's parser takes a line without a version as HTTP/0.9 yet
+ * still reads header lines after it, so a CR LF inside a target would end the line early and smuggle
+ * the rest in as a header (RFC 9112 §3: HTTP-version is required).
+ */
+function isHttp11(req: http.IncomingMessage): boolean {
+  return req.httpVersionMajor === 1 && (req.httpVersionMinor === 0 || req.httpVersionMinor === 1);
+}
+
+function refuseVersion(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, answer: (reason: 'request_malformed') => void): void {
+  const hop = new Hop(ctx.nextHop(), req.method === 'CONNECT' ? 'connect' : 'forward', req.method ?? '-', req.url ?? '');
+  hop.fail('request_malformed', `HTTP/${req.httpVersion} request line`);
+  recordDecision(rt.audit, ctx, hop, rt.metrics);
+  answer('request_malformed');
 }
 
 function clientErrorReason(code: string | undefined): 'request_timeout' | 'headers_too_large' | 'request_malformed' {
