@@ -109,8 +109,10 @@ export function writeResponseDenial(res: http.ServerResponse, ctx: DenialContext
   res.end(body);
 }
 
-export function connectEstablished(): string {
-  return `HTTP/1.1 200 Connection Established\r\nProxy-Status: ${proxyStatus('granted')}\r\n\r\n`;
+const CONNECT_ESTABLISHED = Buffer.from(`HTTP/1.1 200 Connection Established\r\nProxy-Status: ${PROXY_NAME}; details="granted"\r\n\r\n`, 'latin1');
+
+export function connectEstablished(): Buffer {
+  return CONNECT_ESTABLISHED;
 }
 
 function statusText(status: number): string {
