@@ -16,7 +16,16 @@ const DOTTED_IPV4 = /^(?:\d{1,3}\.){3}\d{1,3}$/;
 // IPv4-mapped IPv6 (RFC 4291 §2.5.5.2) as WHATWG serializes it: the address is the IPv4 one, so unwrap it.
 const MAPPED = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/;
 
+// Already-canonical ASCII names skip the URL parser: lowercase LDH labels, no punycode (which the
+// parser validates), and a last label that is not a number in any WHATWG spelling (which would make
+// the whole host an IPv4 address). For these, UTS #46 mapping is the identity.
+const PLAIN_NAME = /^(?=.{1,253}\.?$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$/;
+const NUMERIC_LABEL = /(?:^|\.)(?:\d+|0x[0-9a-f]*)\.?$/;
+
 export function canonicalizeHost(raw: string): Verdict<CanonicalHost> {
+  if (PLAIN_NAME.test(raw) && !NUMERIC_LABEL.test(raw) && !raw.includes('xn--')) {
+    return ok({ host: raw.endsWith('.') ? raw.slice(0, -1) : raw, hostKind: 'name' });
+  }
   if (raw.length === 0 || raw.length > 1024) return deny('destination_malformed', 'empty or oversized host');
   if (FORBIDDEN_RAW.test(raw)) return deny('destination_malformed', 'host contains a forbidden character');
   if (raw.startsWith('[')) return canonicalizeIpv6(raw);

@@ -85,8 +85,41 @@ export function embeddedIpv4(addr: ipaddr.IPv6): ipaddr.IPv4 | null {
   return null;
 }
 
+// The IPv4 table as integer ranges, for the common case of a dotted-quad answer (no parsing library).
+const V4_INT: readonly (readonly [base: number, mask: number, cls: AddressClass])[] = IPV4_TABLE.map(([cidr, cls]) => {
+  const [address = '', bits = '32'] = cidr.split('/');
+  const mask = Number(bits) === 0 ? 0 : (0xffffffff << (32 - Number(bits))) >>> 0;
+  return [((dottedToInt(address) ?? 0) & mask) >>> 0, mask, cls] as const;
+});
+
+function dottedToInt(ip: string): number | null {
+  let value = 0;
+  let octet = -1;
+  let dots = 0;
+  for (let i = 0; i < ip.length; i += 1) {
+    const c = ip.charCodeAt(i);
+    if (c === 46) {
+      if (octet < 0 || ++dots > 3) return null;
+      value = value * 256 + octet;
+      octet = -1;
+    } else if (c >= 48 && c <= 57) {
+      // Canonical dotted decimal only: no leading zeros (they are octal in other parsers).
+      if (octet === 0) return null;
+      octet = (octet < 0 ? 0 : octet * 10) + (c - 48);
+      if (octet > 255) return null;
+    } else return null;
+  }
+  if (dots !== 3 || octet < 0) return null;
+  return value * 256 + octet;
+}
+
 /** Classifies one IP address string (no brackets). Unparseable input is `reserved`, which is never public. */
 export function classifyAddress(ip: string): AddressClassification {
+  const v4 = dottedToInt(ip);
+  if (v4 !== null) {
+    for (const [base, mask, cls] of V4_INT) if (((v4 & mask) >>> 0) === base) return { class: cls, effective: ip };
+    return { class: 'public', effective: ip };
+  }
   let addr: ipaddr.IPv4 | ipaddr.IPv6;
   try {
     addr = ipaddr.parse(ip);
