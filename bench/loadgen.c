@@ -611,7 +611,8 @@ static int run_idle(void) {
       if (c->state == S_FREE) continue;
       if (c->state == S_IDLE) { /* closed by the far side while we were still opening others */
         char b[64];
-        if (recv(c->fd, b, sizeof b, 0) == 0 || (errno != EAGAIN && errno != EINTR)) { conn_close(c); established--; failed++; }
+        ssize_t r = recv(c->fd, b, sizeof b, 0);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) { conn_close(c); established--; failed++; }
         continue;
       }
       int r = c->state == S_CONNECTING ? (after_connect(c, i, 0) == 0 ? 0 : -1) : tunnel_readable(c);

@@ -26,7 +26,7 @@ export function summarizeProfile(prof, root, window = {}) {
     const n = byId.get(id);
     const cf = n.callFrame;
     const name = cf.functionName || '(anonymous)';
-    const area = areaOf(cf.url, name, root);
+    const area = areaOf(cf.url, name, root, window.distDir ?? path.join(root, 'dist'));
     total += us;
     if (name === '(idle)') idle += us;
     const where = cf.url ? `${shortUrl(cf.url, root)}:${cf.lineNumber + 1}` : '';
@@ -46,16 +46,17 @@ export function summarizeProfile(prof, root, window = {}) {
 
 function shortUrl(url, root) {
   const p = url.replace(/^file:\/\//, '');
-  return p.startsWith(root) ? path.relative(root, p) : p;
+  const rel = p.startsWith(root) ? path.relative(root, p) : p;
+  return rel.replace(/^bench\/\.build\/sluice\//, ''); // the copy of dist/ that the run used
 }
 
-function areaOf(url, name, root) {
+function areaOf(url, name, root, distDir) {
   if (name === '(idle)' || name === '(program)' || name === '(garbage collector)') return name;
   if (!url) return '(native / V8)';
   const p = url.replace(/^file:\/\//, '');
   const nm = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(p);
   if (nm) return `node_modules/${nm[1]}`;
-  if (p.startsWith(path.join(root, 'dist'))) return `sluice ${path.relative(path.join(root, 'dist'), p).split('/')[0]}/`;
+  if (p.startsWith(distDir + '/')) return `sluice ${path.relative(distDir, p).split('/')[0]}/`;
   if (url.startsWith('node:')) return `node ${url.slice(5).split('/').slice(0, 2).join('/')}`;
   return shortUrl(url, root);
 }

@@ -47,6 +47,8 @@ export function summarize(result) {
         proxyPct: stats(ss.map((s) => s.cpu?.proxyPct)),
         clientPct: stats(ss.map((s) => s.cpu?.clientPct)),
         originPct: stats(ss.map((s) => s.cpu?.originPct)),
+        othersPct: stats(ss.map((s) => s.cpu?.othersOnProxyCpuPct)),
+        stealPct: stats(ss.map((s) => s.cpu?.stealProxyCpuPct)),
       };
     }
   }
@@ -101,7 +103,7 @@ export function renderMarkdown(result) {
   const lines = [];
   const m = result.machine;
   lines.push(`Machine: ${m.nproc} × ${m.model}, ${Math.round(m.memTotalKiB / 1024)} MiB, Linux ${m.kernel}; Node ${result.node}; commit \`${result.commit}\`${result.dirty ? ' (working tree modified)' : ''}; ${result.mode} mode, ${result.rounds} round(s), ${result.finishedAt}.`);
-  lines.push(`Pinning: ${result.pinning}. Load average before/after: ${result.loadavg.before.join(' ')} / ${result.loadavg.after.join(' ')}.`);
+  lines.push(`Pinning: ${result.pinning}${result.nice ? `; nice ${result.nice}` : ''}. Load average before/after: ${result.loadavg.before.join(' ')} / ${result.loadavg.after.join(' ')}.`);
   if (result.versions) lines.push(`Peers: ${Object.entries(result.versions).map(([k, v]) => `${k} ${v}`).join('; ')}.`);
   lines.push('');
   lines.push('Medians over rounds, (min–max) across rounds.');
@@ -135,6 +137,21 @@ export function renderMarkdown(result) {
       return `${f(c.proxyPct)} / ${f(c.clientPct)} / ${f(c.originPct)}`;
     }).join(' | ')} |`);
   }
+  if (targets.some((t) => summary[t].cpu.latency?.othersPct)) {
+    lines.push('');
+    lines.push('Interference: CPU 0 (the proxy\'s core) busy with anything but the proxy (other processes, kernel work), median (max) % over rounds; hypervisor steal in brackets when above 1%. High values mean a noisy sample.');
+    lines.push('');
+    lines.push(`| scenario | ${labels.join(' | ')} |`);
+    lines.push(`|---|${targets.map(() => '---').join('|')}|`);
+    for (const sc of ['latency', 'rate', 'bulk', 'http']) {
+      lines.push(`| ${sc} | ${targets.map((t) => {
+        const c = summary[t].cpu[sc];
+        if (!c?.othersPct) return '-';
+        const steal = c.stealPct && c.stealPct.median > 1 ? ` [steal ${Math.round(c.stealPct.median)}]` : '';
+        return `${Math.round(c.othersPct.median)} (${Math.round(c.othersPct.max)})${steal}`;
+      }).join(' | ')} |`);
+    }
+  }
   const errorRows = [];
   for (const t of targets) {
     for (const run of result.runs.filter((r) => r.target === t)) {
@@ -167,6 +184,13 @@ export function renderMarkdown(result) {
     lines.push('|---|---|---|---|---|');
     for (const c of checks) lines.push(`| ${c.target} | ${c.value} | ${c.bound} | ${c.met ? 'yes' : '**no**'} | ${c.note} |`);
   }
+  const conns = targets
+    .map((t) => [t, stats(result.runs.filter((r) => r.target === t && r.scenarios?.http).map((r) => r.scenarios.http.connections))])
+    .filter(([, st]) => st);
+  if (conns.length) {
+    lines.push('');
+    lines.push(`Keep-alive: client connections opened during the HTTP scenario (median; 32 means every connection was kept alive): ${conns.map(([t, st]) => `${TARGET_LABELS[t] ?? t} ${Math.round(st.median).toLocaleString('en-US')}`).join(', ')}.`);
+  }
   const idle = result.runs.filter((r) => r.scenarios?.idle).map((r) => ({ t: r.target, s: r.scenarios.idle }));
   if (idle.length) {
     lines.push('');
@@ -179,6 +203,17 @@ export function renderMarkdown(result) {
     const a = result.sluiceAudit;
     lines.push('');
     lines.push(`Sluice audit (all rounds): ${a.lines.toLocaleString('en-US')} records; decisions ${JSON.stringify(a.decisions)}; closes ${JSON.stringify(a.closes)}; operational log lines at warn or above: ${a.warnLines}.`);
+    const tm = a.timingsMedianUs ?? {};
+    const scs = ['latency', 'rate', 'bulk', 'http'].filter((sc) => tm[sc]);
+    if (scs.length) {
+      const fields = ['identifyUs', 'authorizeUs', 'routeUs', 'resolveUs', 'dialUs', 'firstByteUs'].filter((f) => scs.some((sc) => tm[sc][f] !== undefined));
+      lines.push('');
+      lines.push("Where Sluice's time went, from its own audit records: median µs from the request head to the end of each stage (decision `timings`; `firstByteUs` from the close record), per scenario, over the records written while that scenario ran.");
+      lines.push('');
+      lines.push(`| scenario | ${fields.map((f) => f.replace(/Us$/, '')).join(' | ')} |`);
+      lines.push(`|---|${fields.map(() => '---').join('|')}|`);
+      for (const sc of scs) lines.push(`| ${sc} | ${fields.map((f) => (tm[sc][f] === null || tm[sc][f] === undefined ? '-' : Math.round(tm[sc][f]).toLocaleString('en-US'))).join(' | ')} |`);
+    }
   }
   if (result.notes?.length) {
     lines.push('');

@@ -26,7 +26,7 @@ const MiB = 1024 * 1024;
 
 const MODES = {
   quick: { rounds: 2, latencyS: 1, rateS: 1.5, httpS: 1.5, warmS: 1, bulkBytes: 256 * MiB, idle: 2000, settleMs: 500, budgetS: 300 },
-  full: { rounds: 5, latencyS: 3, rateS: 3, httpS: 3, warmS: 2, bulkBytes: 256 * MiB, idle: 10000, settleMs: 1000, budgetS: 840 },
+  full: { rounds: 5, latencyS: 3, rateS: 3, httpS: 3, warmS: 2, bulkBytes: 256 * MiB, idle: 10000, settleMs: 1000, budgetS: 780 },
 };
 
 // ---------- arguments ----------
@@ -39,8 +39,10 @@ function usage() {
   --idle N                idle tunnels to open (default 10000 full, 2000 quick; capped by the fd limit)
   --no-build              do not rebuild dist/ even when src/ is newer
   --no-pin                do not pin with taskset
+  --nice N                run proxies, load generator and origin with nice -n N (negative needs root; default 0)
   --install-peers         apt-get install squid tinyproxy first (uses sudo when not root)
   --profile               profile Sluice (node --cpu-prof) during the tunnel-setup scenario instead of benchmarking
+  --sluice-bin FILE       run this Sluice entry instead of bin/sluice.js (A/B a patched build; implies --no-build)
   --no-doc                do not regenerate docs/benchmarks.md
   --no-save               print the table only
   -h, --help`;
@@ -60,9 +62,17 @@ for (let i = 0; i < argv.length; i++) {
   else if (a === '--idle') opt.idle = Number(next());
   else if (a === '--no-build') opt.build = false;
   else if (a === '--no-pin') opt.pin = false;
+  else if (a === '--nice') {
+    opt.nice = Number(next());
+    if (!Number.isInteger(opt.nice) || opt.nice < -20 || opt.nice > 19) fail('--nice must be -20..19');
+  }
   else if (a === '--install-peers') opt.installPeers = true;
   else if (a === '--profile') opt.profile = true;
   else if (a === '--no-doc') opt.doc = false;
+  else if (a === '--sluice-bin') {
+    opt.sluiceBin = path.resolve(next());
+    opt.build = false;
+  }
   else if (a === '--no-save') opt.save = false;
   else if (a === '-h' || a === '--help') {
     console.log(usage());
@@ -81,7 +91,7 @@ if (opt.idle !== undefined) {
 }
 for (const t of opt.targets ?? []) if (!ALL_TARGETS.includes(t)) fail(`unknown target ${t}`);
 for (const s of opt.scenarios ?? []) if (!ALL_SCENARIOS.includes(s)) fail(`unknown scenario ${s}`);
-const scenarios = opt.profile ? ['latency'] : (opt.scenarios ?? ALL_SCENARIOS);
+const scenarios = opt.profile ? ['latency', 'rate', 'http'] : (opt.scenarios ?? ALL_SCENARIOS);
 
 function fail(msg) {
   console.error(`bench: ${msg}`);
@@ -99,6 +109,12 @@ function killAll() {
     } catch {}
   }
   children.clear();
+  for (const d of tmpDirs) {
+    try {
+      fs.rmSync(d, { recursive: true, force: true });
+    } catch {}
+  }
+  tmpDirs.clear();
 }
 process.on('exit', killAll);
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
@@ -125,7 +141,8 @@ let PIN = false;
  * `cpu` when pinning is on. `exec` keeps the pid: it is the program's own pid (and process group).
  */
 function launch(cmd, args, { cpu, cwd, env, name } = {}) {
-  const inner = PIN && cpu !== undefined ? ['taskset', '-c', String(cpu), cmd, ...args] : [cmd, ...args];
+  let inner = PIN && cpu !== undefined ? ['taskset', '-c', String(cpu), cmd, ...args] : [cmd, ...args];
+  if (opt.nice) inner = ['nice', '-n', String(opt.nice), ...inner];
   const child = spawn('sh', ['-c', 'ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$@"', 'sh', ...inner], {
     cwd: cwd ?? ROOT,
     env: env ?? process.env,
@@ -225,6 +242,18 @@ function groupRssKiB(pgid) {
   return kib;
 }
 
+/** Per-CPU busy and steal seconds from /proc/stat (busy: user, nice, system, irq, softirq). */
+function cpuStat() {
+  const out = {};
+  for (const line of safeRead('/proc/stat').split('\n')) {
+    const m = /^cpu(\d+) (.*)$/.exec(line);
+    if (!m) continue;
+    const [user, nice, system, , , irq, softirq, steal] = m[2].trim().split(/\s+/).map(Number);
+    out[m[1]] = { busy: (user + nice + system + irq + softirq) / CLK_TCK, steal: (steal || 0) / CLK_TCK };
+  }
+  return out;
+}
+
 function freePort() {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
@@ -318,6 +347,21 @@ function ensureSluiceBuilt(notes) {
   return { ok: true, rebuilt: true };
 }
 
+/**
+ * Copies dist/ and bin/ into bench/.build/sluice/ and runs Sluice from there for the whole run, so that
+ * a rebuild of dist/ by someone else (npm test rebuilds it) cannot change Sluice between rounds.
+ * Inside the repository, so node_modules still resolves.
+ */
+function snapshotSluice() {
+  const snap = path.join(BUILD, 'sluice');
+  fs.rmSync(snap, { recursive: true, force: true });
+  fs.mkdirSync(snap, { recursive: true });
+  fs.cpSync(path.join(ROOT, 'dist'), path.join(snap, 'dist'), { recursive: true });
+  fs.cpSync(path.join(ROOT, 'bin'), path.join(snap, 'bin'), { recursive: true });
+  fs.writeFileSync(path.join(snap, 'package.json'), '{ "type": "module", "private": true }\n');
+  return path.join(snap, 'bin', 'sluice.js');
+}
+
 function installPeers() {
   const pkgs = ['squid', 'tinyproxy'].filter((p) => !which(p));
   if (pkgs.length === 0) return;
@@ -330,14 +374,17 @@ function installPeers() {
 }
 
 // ---------- targets ----------
+let sluiceEntry = path.join(ROOT, 'bin', 'sluice.js');
 const TOKEN = randomBytes(18).toString('hex');
 const GRANT = 'bench';
 const AUTH = Buffer.from(`${GRANT}:${TOKEN}`).toString('base64');
 const ORIGIN_NAME = 'origin.bench';
 
-function tmpDir(prefix, mode) {
+const tmpDirs = new Set();
+function tmpDir(prefix, mode, { keep = false } = {}) {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), `sluice-bench-${prefix}-`));
   if (mode) fs.chmodSync(d, mode);
+  if (!keep) tmpDirs.add(d);
   return d;
 }
 
@@ -359,7 +406,7 @@ const TARGETS = {
     available: () => null,
     version: () => {
       const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
-      return `${pkg.version} (dist/)`;
+      return opt.sluiceBin ? `${pkg.version} (${path.relative(ROOT, opt.sluiceBin)})` : `${pkg.version} (dist/, copied at the start of the run)`;
     },
     async start({ origin, nodeFlags = [] }) {
       const port = await freePort();
@@ -384,7 +431,7 @@ const TARGETS = {
         '',
       ].join('\n');
       fs.writeFileSync(path.join(dir, 'sluice.yaml'), cfg);
-      const child = launch(process.execPath, [...nodeFlags, path.join(ROOT, 'bin', 'sluice.js'), 'start', '--config', path.join(dir, 'sluice.yaml')], {
+      const child = launch(process.execPath, [...nodeFlags, opt.sluiceBin ?? sluiceEntry, 'start', '--config', path.join(dir, 'sluice.yaml')], {
         cpu: 0,
         cwd: dir,
         name: 'sluice',
@@ -474,9 +521,11 @@ function httpArgs(inst, origin) {
 async function measured(inst, originChild, fn) {
   const p0 = inst ? groupCpu(inst.child.pid) : 0;
   const o0 = groupCpu(originChild.pid);
+  const c0 = cpuStat();
   const t0 = performance.now();
   const r = await fn();
   const wall = (performance.now() - t0) / 1000;
+  const c1 = cpuStat();
   const p1 = inst ? groupCpu(inst.child.pid) : 0;
   const o1 = groupCpu(originChild.pid);
   const clientS = (r.cpu_user_s ?? 0) + (r.cpu_sys_s ?? 0);
@@ -485,6 +534,12 @@ async function measured(inst, originChild, fn) {
     clientPct: (100 * clientS) / (r.wall_s ?? wall),
     originPct: (100 * (o1 - o0)) / wall,
   };
+  if (PIN && c0['0'] && c1['0']) {
+    // what else ran on the proxy's core: busy time of CPU 0 that was not the proxy, and hypervisor steal
+    const busy = c1['0'].busy - c0['0'].busy;
+    r.cpu.othersOnProxyCpuPct = Math.max(0, (100 * (busy - (p1 - p0))) / wall);
+    r.cpu.stealProxyCpuPct = (100 * (c1['0'].steal - c0['0'].steal)) / wall;
+  }
   return r;
 }
 
@@ -587,10 +642,19 @@ async function stopTarget(name, inst, report) {
   const ex = await stop(inst.child, name === 'sluice' ? 8000 : 3000);
   if (!alive) report.failures.push({ scenario: null, message: `${name} exited by itself during the run (${ex.code ?? ex.signal}): ${inst.logs().trim().split('\n').slice(-5).join(' | ')}` });
   if (name === 'sluice') await readSluiceAudit(inst, report);
-  if (inst.dir) fs.rmSync(inst.dir, { recursive: true, force: true });
+  if (inst.dir) {
+    fs.rmSync(inst.dir, { recursive: true, force: true });
+    tmpDirs.delete(inst.dir);
+  }
 }
 
-const sluiceAudit = { lines: 0, decisions: {}, closes: {}, warnLines: 0, warnSamples: [], timings: { authorizeUs: [], resolveUs: [], dialUs: [] } };
+const sluiceAudit = { lines: 0, decisions: {}, closes: {}, warnLines: 0, warnSamples: [], timings: {} };
+const TIMING_SAMPLE_CAP = 20_000;
+function pushTiming(scenario, field, value) {
+  const byField = (sluiceAudit.timings[scenario] ??= {});
+  const arr = (byField[field] ??= []);
+  if (typeof value === 'number' && arr.length < TIMING_SAMPLE_CAP) arr.push(value);
+}
 async function readSluiceAudit(inst, report) {
   const logs = inst.logs();
   for (const l of logs.split('\n')) {
@@ -601,8 +665,13 @@ async function readSluiceAudit(inst, report) {
     }
   }
   if (!fs.existsSync(inst.audit)) return;
+  // attribute records to the scenario that was running when they were written
+  const windows = inst.windows ?? [];
+  const scenarioAt = (ts) => {
+    const t = Date.parse(ts);
+    return windows.find((w) => t >= w.fromMs && t <= w.toMs)?.scenario ?? null;
+  };
   const rl = readline.createInterface({ input: fs.createReadStream(inst.audit) });
-  let sampled = 0;
   for await (const line of rl) {
     if (!line) continue;
     sluiceAudit.lines++;
@@ -616,12 +685,13 @@ async function readSluiceAudit(inst, report) {
     if (r.kind === 'decision') {
       const k = `${r.request} ${r.reason}`;
       sluiceAudit.decisions[k] = (sluiceAudit.decisions[k] ?? 0) + 1;
-      if (r.request === 'connect' && r.timings && sampled++ % 7 === 0 && sluiceAudit.timings.dialUs.length < 50_000) {
-        for (const f of ['authorizeUs', 'resolveUs', 'dialUs']) if (typeof r.timings[f] === 'number') sluiceAudit.timings[f].push(r.timings[f]);
-      }
+      const sc = r.timings ? scenarioAt(r.ts) : null;
+      if (sc) for (const [f, v] of Object.entries(r.timings)) pushTiming(sc, f, v);
     } else if (r.kind === 'close') {
       const k = `${r.request} ${r.closedBy}${r.status !== 200 ? ` status ${r.status}` : ''}`;
       sluiceAudit.closes[k] = (sluiceAudit.closes[k] ?? 0) + 1;
+      const sc = scenarioAt(r.ts);
+      if (sc && 'firstByteUs' in r) pushTiming(sc, 'firstByteUs', r.firstByteUs);
     }
   }
   void report;
@@ -663,9 +733,13 @@ async function main() {
   const targets = [];
   for (const t of wanted) {
     let reason = TARGETS[t].available();
-    if (!reason && t === 'sluice') {
+    if (!reason && t === 'sluice' && opt.sluiceBin) {
+      if (!fs.existsSync(opt.sluiceBin)) reason = `${opt.sluiceBin} does not exist`;
+      else notes.push(`Sluice ran from ${path.relative(ROOT, opt.sluiceBin)}, not bin/sluice.js.`);
+    } else if (!reason && t === 'sluice') {
       const b = ensureSluiceBuilt(notes);
       if (!b.ok) reason = b.reason;
+      else sluiceEntry = snapshotSluice();
     }
     if (reason) {
       log(`skipping ${t}: ${reason}`);
@@ -675,6 +749,9 @@ async function main() {
   if (targets.length === 0) fail('no target to run');
   const versions = {};
   for (const t of targets) if (TARGETS[t].version) versions[t] = TARGETS[t].version();
+  // the commit Sluice was built from: read now, next to the build and the copy of dist/
+  const commit = sh('git', ['rev-parse', '--short=10', 'HEAD'], { cwd: ROOT }).stdout.trim() || 'unknown';
+  const dirty = sh('git', ['status', '--porcelain', '--', 'src', 'bin', 'package.json'], { cwd: ROOT }).stdout.trim() !== '';
 
   // the origin: echo, bulk and HTTP ports, for the whole run
   const budgetS = S.budgetS;
@@ -690,7 +767,7 @@ async function main() {
   log(`origin: echo ${origin.echo}, bulk ${origin.bulk}, http ${origin.http}; targets ${targets.join(', ')}; ${mode} mode, ${S.rounds} round(s)`);
   const ctx = { origin, maxFds: limit, maxTunnels: idleCount };
 
-  if (opt.profile) return profileSluice(ctx, originChild);
+  if (opt.profile) return profileSluice(ctx, originChild, commit, dirty);
 
   const runs = [];
   let cut = false;
@@ -714,7 +791,9 @@ async function main() {
           await runWarm(inst, origin);
           for (const s of main) {
             try {
+              const fromMs = Date.now();
               report.scenarios[s] = await runScenario(s, inst, origin, originChild);
+              if (inst) (inst.windows ??= []).push({ scenario: s, fromMs, toMs: Date.now() });
             } catch (e) {
               report.failures.push({ scenario: s, message: e.message });
             }
@@ -742,8 +821,6 @@ async function main() {
   await stop(originChild, 1000);
 
   const finishedAt = new Date().toISOString();
-  const commit = sh('git', ['rev-parse', '--short=10', 'HEAD'], { cwd: ROOT }).stdout.trim() || 'unknown';
-  const dirty = sh('git', ['status', '--porcelain', '--', 'src', 'bin', 'package.json'], { cwd: ROOT }).stdout.trim() !== '';
   const result = {
     schema: 1,
     mode,
@@ -757,6 +834,7 @@ async function main() {
     machine: machineInfo(nproc),
     loadavg: { before: loadBefore, after: os.loadavg().map((x) => x.toFixed(2)) },
     pinning,
+    nice: opt.nice ?? 0,
     versions,
     targets,
     scenarios,
@@ -765,15 +843,19 @@ async function main() {
     notes,
   };
   if (targets.includes('sluice')) {
-    const t = sluiceAudit.timings;
     const { median } = await import('./report.mjs');
+    const timingsMedianUs = {};
+    for (const [sc, byField] of Object.entries(sluiceAudit.timings)) {
+      timingsMedianUs[sc] = {};
+      for (const [f, arr] of Object.entries(byField)) timingsMedianUs[sc][f] = arr.length ? median(arr) : null;
+    }
     result.sluiceAudit = {
       lines: sluiceAudit.lines,
       decisions: sluiceAudit.decisions,
       closes: sluiceAudit.closes,
       warnLines: sluiceAudit.warnLines,
       warnSamples: sluiceAudit.warnSamples,
-      connectTimingsMedianUs: { authorizeUs: median(t.authorizeUs), resolveUs: median(t.resolveUs), dialUs: median(t.dialUs) },
+      timingsMedianUs,
     };
   }
   result.summary = summarize(result);
@@ -826,15 +908,15 @@ function machineInfo(nproc) {
 }
 
 /** --profile: Sluice under node --cpu-prof; self time during the tunnel-setup and new-tunnels scenarios. */
-async function profileSluice(ctx, originChild) {
-  const dir = tmpDir('prof');
+async function profileSluice(ctx, originChild, commit, dirty) {
+  const dir = tmpDir('prof', undefined, { keep: true });
   const inst = await startTarget('sluice', { ...ctx, nodeFlags: ['--cpu-prof', '--cpu-prof-dir', dir] });
   const report = { failures: [] };
   const nowUs = () => Number(process.hrtime.bigint() / 1000n);
   const windows = [];
   try {
     await runWarm(inst, ctx.origin);
-    for (const sc of ['latency', 'rate']) {
+    for (const sc of ['latency', 'rate', 'http']) {
       const fromUs = nowUs();
       const r = await runScenario(sc, inst, ctx.origin, originChild);
       windows.push({ sc, r, fromUs, toUs: nowUs() });
@@ -846,15 +928,17 @@ async function profileSluice(ctx, originChild) {
   const file = fs.readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
   if (!file) fail(`no .cpuprofile was written in ${dir} (Sluice exit: ${report.failures.map((f) => f.message).join('; ') || 'ok'})`);
   const prof = JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'));
-  const commit = sh('git', ['rev-parse', '--short=10', 'HEAD'], { cwd: ROOT }).stdout.trim() || 'unknown';
   const parts = [`# Sluice CPU profile (commit \`${commit}\`, Node ${process.version}, ${new Date().toISOString()})`, '',
-    `Generated by \`npm run bench -- --profile\`: Sluice from dist/ under \`node --cpu-prof\`, ${pinning()}, after a warm-up. Only the samples taken while each scenario ran are counted (startup and warm-up are left out).`, ''];
+    `Generated by \`npm run bench -- --profile\`: Sluice from ${opt.sluiceBin ? path.relative(ROOT, opt.sluiceBin) : 'dist/ (a copy made at the start)'}${dirty ? ', working tree modified' : ''}, under \`node --cpu-prof\`, ${pinning()}, after a warm-up. Only the samples taken while each scenario ran are counted (startup and warm-up are left out). V8 samples wall-clock time of the main thread: a function that wakes another thread on the same pinned core (a libuv threadpool write, for example) is charged with the time the core spends elsewhere until the main thread runs again.`, ''];
   for (const w of windows) {
-    const s = summarizeProfile(prof, ROOT, w);
-    const what = w.sc === 'latency'
-      ? `Tunnel setup, sequential, ${S.latencyS} s: ${w.r.done} tunnels, p50 ${w.r.latency_us.p50.toFixed(0)} µs, p99 ${w.r.latency_us.p99.toFixed(0)} µs, proxy CPU ${w.r.cpu.proxyPct.toFixed(0)}%`
-      : `New tunnels, 32 concurrent, ${S.rateS} s: ${Math.round(w.r.rate)} tunnels/s, proxy CPU ${w.r.cpu.proxyPct.toFixed(0)}%`;
-    parts.push(renderProfile(s, { title: w.sc === 'latency' ? 'Tunnel setup (latency scenario)' : 'New tunnels/s (rate scenario)', scenario: what }));
+    const s = summarizeProfile(prof, ROOT, { ...w, distDir: path.dirname(path.dirname(opt.sluiceBin ?? sluiceEntry)) + '/dist' });
+    const what = {
+      latency: `Tunnel setup, sequential, ${S.latencyS} s: ${w.r.done} tunnels, p50 ${w.r.latency_us.p50.toFixed(0)} µs, p99 ${w.r.latency_us.p99.toFixed(0)} µs, proxy CPU ${w.r.cpu.proxyPct.toFixed(0)}%`,
+      rate: `New tunnels, 32 concurrent, ${S.rateS} s: ${Math.round(w.r.rate)} tunnels/s, proxy CPU ${w.r.cpu.proxyPct.toFixed(0)}%`,
+      http: `Plain HTTP keep-alive, 32 concurrent, ${S.httpS} s: ${Math.round(w.r.rate)} req/s, proxy CPU ${w.r.cpu.proxyPct.toFixed(0)}%`,
+    }[w.sc];
+    const title = { latency: 'Tunnel setup (latency scenario)', rate: 'New tunnels/s (rate scenario)', http: 'Plain HTTP forwarding (http scenario)' }[w.sc];
+    parts.push(renderProfile(s, { title, scenario: what }));
   }
   const md = parts.join('\n');
   console.log(md);

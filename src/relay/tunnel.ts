@@ -61,6 +61,8 @@ export class Tunnel {
   }
 
   private wire(socket: net.Socket, side: 'client' | 'origin'): void {
+    // A side may have sent its FIN while the hop was still being dialed: count it now.
+    if (socket.readableEnded) this.note(side === 'client' ? 'client_closed' : 'origin_closed');
     socket.once('end', () => this.note(side === 'client' ? 'client_closed' : 'origin_closed'));
     socket.once('error', () => this.end(side === 'client' ? 'client_reset' : 'origin_reset'));
     socket.once('timeout', () => this.end('idle_timeout'));
