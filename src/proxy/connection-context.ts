@@ -8,6 +8,8 @@ let nextId = 0;
 
 export class ConnectionContext {
   principal: Principal | null = null;
+  /** The Proxy-Authorization value that identified `principal` (compared, never logged). */
+  verifiedAuthorization: string | null = null;
   hops = 0;
   /** The live CONNECT tunnel on this connection, so shutdown and revocation can end it with a reason. */
   tunnel: { end(reason: CloseReason): void } | null = null;

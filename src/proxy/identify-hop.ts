@@ -18,7 +18,8 @@ export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop:
     hop.fail('headers_too_large', `more than ${rt.maxHeaderCount} header fields`);
     return null;
   }
-  if (ctx.principal !== null && header === undefined) {
+  // Identified once per connection: the same credentials on a later keep-alive request are not re-hashed.
+  if (ctx.principal !== null && (header === undefined || header === ctx.verifiedAuthorization)) {
     hop.principal = ctx.principal;
   } else {
     if (header !== undefined && rt.authThrottle.isBlocked(ctx.source)) {
@@ -37,6 +38,7 @@ export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop:
     }
     hop.principal = verdict.value;
     ctx.principal = verdict.value;
+    ctx.verifiedAuthorization = header ?? null;
   }
   hop.identifyUs = hop.elapsedUs();
   const grant = rt.registry.grants.get(hop.principal.grantId);

@@ -2,7 +2,7 @@
 // ways, origin connections are kept alive per pinned address, hop-by-hop fields and Proxy-Authorization
 // are dropped, and Host is the canonical destination (RFC 9112 §3.2.2: URI and Host must agree).
 import type http from 'node:http';
-import { Transform, pipeline, type TransformCallback } from 'node:stream';
+import { Transform, type TransformCallback } from 'node:stream';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { CloseReason, ReasonCode } from '../core/index.js';
 import { stripHopByHop, stripHopByHopObject } from './hop-by-hop.js';
@@ -100,7 +100,11 @@ export async function forwardRequest(agent: Dispatcher, req: http.IncomingMessag
   let body: ByteCounter | null = null;
   if (hasBody(req)) {
     body = new ByteCounter();
-    pipeline(req, body, () => undefined);
+    // pipe + error forwarding rather than stream.pipeline: pipeline allocates an AbortController and
+    // DOMException per call, which showed up at ~12% of forwarding CPU in the profile.
+    const counter = body;
+    req.on('error', (error) => counter.destroy(error));
+    req.pipe(counter);
   }
   let response: Dispatcher.ResponseData;
   try {
@@ -130,9 +134,19 @@ export async function forwardRequest(agent: Dispatcher, req: http.IncomingMessag
     bytesDown += chunk.length;
   });
   return new Promise((resolve) => {
-    pipeline(response.body, res, (error) => {
-      if (error) res.destroy();
-      resolve({ phase: 'responded', status: response.statusCode, bytesUp: body?.bytes ?? 0, bytesDown, closedBy: error ? 'response_error' : null, headersAt });
-    });
+    let settled = false;
+    const finish = (failed: boolean): void => {
+      if (settled) return;
+      settled = true;
+      if (failed) {
+        res.destroy();
+        response.body.destroy();
+      }
+      resolve({ phase: 'responded', status: response.statusCode, bytesUp: body?.bytes ?? 0, bytesDown, closedBy: failed ? 'response_error' : null, headersAt });
+    };
+    response.body.once('error', () => finish(true));
+    res.once('finish', () => finish(false));
+    res.once('close', () => finish(!res.writableFinished));
+    response.body.pipe(res);
   });
 }
