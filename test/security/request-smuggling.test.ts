@@ -14,51 +14,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import net from 'node:net';
 import { startHttpOrigin, type Origin } from '../support/origins.js';
 import { rawRequest } from '../support/raw-client.js';
+import { startRecorder, type Recorder } from '../support/recorder.js';
 import { startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
 
 const TOKEN = 'tok-smuggle';
 const AUTH = `Basic ${Buffer.from(`s:${TOKEN}`).toString('base64')}`;
 
-/** A TCP relay in front of an origin that keeps every byte the origin is sent. */
-interface Recorder {
-  port: number;
-  readonly connections: number;
-  received(): string;
-  close(): Promise<void>;
-}
-
-async function startRecorder(targetPort: number): Promise<Recorder> {
-  const chunks: Buffer[] = [];
-  const sockets = new Set<net.Socket>();
-  let connections = 0;
-  const server = net.createServer((client) => {
-    connections += 1;
-    const upstream = net.connect(targetPort, '127.0.0.1');
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.once('close', () => sockets.delete(s));
-    }
-    client.on('data', (chunk: Buffer) => chunks.push(chunk));
-    client.pipe(upstream);
-    upstream.pipe(client);
-    client.once('close', () => upstream.destroy());
-    upstream.once('close', () => client.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    get connections() {
-      return connections;
-    },
-    received: () => Buffer.concat(chunks).toString('latin1'),
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const s of sockets) s.destroy();
-      }),
-  };
-}
 
 describe('request smuggling', () => {
   let origin: Origin;
