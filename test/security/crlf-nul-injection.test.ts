@@ -8,7 +8,6 @@
 // answer 400 and close, and the origin must see nothing but the requests Sluice itself parsed and
 // authorized. A raw recorder in front of the origin keeps every byte the origin receives.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import net from 'node:net';
 import { startHttpOrigin, startTcpEchoServer, type EchoServer, type Origin } from '../support/origins.js';
 import { rawRequest } from '../support/raw-client.js';
 import { runCurl } from '../support/curl.js';

@@ -11,7 +11,6 @@
 // origin receives is one Sluice parsed and authorized as its own hop. A raw recorder in front of the
 // origin keeps every byte the origin receives.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import net from 'node:net';
 import { startHttpOrigin, type Origin } from '../support/origins.js';
 import { rawRequest } from '../support/raw-client.js';
 import { startRecorder, type Recorder } from '../support/recorder.js';
