@@ -5,7 +5,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type net from 'node:net';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startApp, type SluiceApp } from '../../src/app.js';
@@ -14,9 +13,8 @@ import { parseConfigText } from '../../src/config/index.js';
 import { ProxyError, type LookupAll } from '../../src/core/index.js';
 import { startDnsFixture, type DnsFixture } from '../support/fault-servers.js';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
-import { openConnectTunnel, rawRequest, parseResponseHead, type ConnectTunnel } from '../support/raw-client.js';
+import { openConnectTunnel, rawRequest, parseResponseHead, type ConnectTunnel, roundTrip } from '../support/raw-client.js';
 import { silentLog, startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
-import { withTimeout } from '../support/wait.js';
 import { expectResourcesSettle, expectSluiceIdle, resourceCounts } from './leak-check.js';
 
 const TOKEN = 'tok-dns';
@@ -24,17 +22,6 @@ const AUTH = { 'Proxy-Authorization': `Bearer ${TOKEN}` };
 const TIMEOUT_MS = 300;
 // The bound is dns.timeoutMs; the margin covers scheduling on a loaded CI machine, not a second lookup.
 const MARGIN_MS = 700;
-
-function roundTrip(socket: net.Socket, text: string): Promise<string> {
-  return withTimeout(
-    new Promise<string>((resolve) => {
-      socket.once('data', (chunk: Buffer) => resolve(chunk.toString()));
-      socket.write(text);
-    }),
-    3000,
-    `round trip "${text}"`,
-  );
-}
 
 async function timedConnect(port: number, target: string): Promise<{ tunnel: ConnectTunnel; ms: number }> {
   const started = performance.now();

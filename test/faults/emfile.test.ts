@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
-import { openConnectTunnel, type ConnectTunnel } from '../support/raw-client.js';
+import { openConnectTunnel, type ConnectTunnel, roundTrip } from '../support/raw-client.js';
 import { tokenHash } from '../support/sluice.js';
 import { waitUntil, withTimeout } from '../support/wait.js';
 
@@ -30,17 +30,6 @@ const LIMIT = hasPrlimit ? 64 : START_LIMIT;
 
 function fdCount(pid: number): number {
   return fs.readdirSync(`/proc/${pid}/fd`).length;
-}
-
-function roundTrip(socket: net.Socket, text: string): Promise<string> {
-  return withTimeout(
-    new Promise<string>((resolve) => {
-      socket.once('data', (chunk: Buffer) => resolve(chunk.toString()));
-      socket.write(text);
-    }),
-    3000,
-    `round trip "${text}"`,
-  );
 }
 
 type Attempt = { kind: 'ok'; tunnel: ConnectTunnel } | { kind: 'refused'; tunnel: ConnectTunnel } | { kind: 'dropped'; error: string };

@@ -6,25 +6,13 @@ import type net from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startHttpOrigin, startTcpEchoServer, type EchoServer, type Origin } from '../support/origins.js';
 import { startResettingTcpOrigin, type ResettingOrigin } from '../support/fault-servers.js';
-import { openConnectTunnel, parseResponseHead, rawRequest } from '../support/raw-client.js';
+import { openConnectTunnel, parseResponseHead, rawRequest, roundTrip } from '../support/raw-client.js';
 import { silentLog, startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
 import { waitUntil, withTimeout } from '../support/wait.js';
 import { expectResourcesSettle, expectSluiceIdle, resourceCounts, type ResourceCounts } from './leak-check.js';
 
 const TOKEN = 'tok-reset';
 const AUTH = { 'Proxy-Authorization': `Bearer ${TOKEN}` };
-
-/** Writes `text` into a tunnel and resolves with the first bytes that come back. */
-function roundTrip(socket: net.Socket, text: string, timeoutMs = 3000): Promise<string> {
-  return withTimeout(
-    new Promise<string>((resolve) => {
-      socket.once('data', (chunk: Buffer) => resolve(chunk.toString()));
-      socket.write(text);
-    }),
-    timeoutMs,
-    `round trip "${text}"`,
-  );
-}
 
 describe('origin resets mid-stream', () => {
   let origin: Origin;

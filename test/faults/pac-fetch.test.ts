@@ -1,30 +1,18 @@
 // Fault: the PAC URL fails (issue #5, item 3; BRIEF "keep the last good PAC on refresh failure; no PAC
 // at all is an error"). A PAC server that answers 500 or never answers leaves Sluice up, with every PAC
 // hop refused as pac_unavailable 502 (never DIRECT); a refresh that fails keeps the last good script.
-import type net from 'node:net';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startPacServer, type PacServer } from '../support/fault-servers.js';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
-import { openConnectTunnel } from '../support/raw-client.js';
+import { openConnectTunnel, roundTrip } from '../support/raw-client.js';
 import { silentLog, startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
-import { waitUntil, withTimeout } from '../support/wait.js';
+import { waitUntil } from '../support/wait.js';
 import { expectResourcesSettle, expectSluiceIdle, resourceCounts, type ResourceCounts } from './leak-check.js';
 
 const TOKEN = 'tok-pac-fetch';
 const AUTH = { 'Proxy-Authorization': `Bearer ${TOKEN}` };
 const PAC_TIMEOUT_MS = 100; // the fetch is bounded by 10 × timeoutMs
 const DIRECT_PAC = 'function FindProxyForURL(url, host) { return "DIRECT"; }';
-
-function roundTrip(socket: net.Socket, text: string): Promise<string> {
-  return withTimeout(
-    new Promise<string>((resolve) => {
-      socket.once('data', (chunk: Buffer) => resolve(chunk.toString()));
-      socket.write(text);
-    }),
-    3000,
-    `round trip "${text}"`,
-  );
-}
 
 describe('PAC fetch failures', () => {
   let echo: EchoServer;

@@ -6,7 +6,7 @@ import type net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startFixtureConnectProxy, type FixtureConnectProxy } from '../support/fault-servers.js';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
-import { openConnectTunnel } from '../support/raw-client.js';
+import { openConnectTunnel, roundTrip } from '../support/raw-client.js';
 import { silentLog, startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
 import { squidAvailable, startSquid, type Squid } from '../support/squid.js';
 import { waitUntil, withTimeout } from '../support/wait.js';
@@ -14,17 +14,6 @@ import { expectResourcesSettle, expectSluiceIdle, resourceCounts } from './leak-
 
 const TOKEN = 'tok-upstream-death';
 const AUTH = { 'Proxy-Authorization': `Bearer ${TOKEN}` };
-
-function roundTrip(socket: net.Socket, text: string, timeoutMs = 3000): Promise<string> {
-  return withTimeout(
-    new Promise<string>((resolve) => {
-      socket.once('data', (chunk: Buffer) => resolve(chunk.toString()));
-      socket.write(text);
-    }),
-    timeoutMs,
-    `round trip "${text}"`,
-  );
-}
 
 /** The client's view of a tunnel end: resolves once the socket closes; a FIN is answered with our own. */
 function endOf(socket: net.Socket): Promise<void> {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { stringify } from 'yaml';
 import net from 'node:net';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
-import { openConnectTunnel, rawRequest } from '../support/raw-client.js';
+import { openConnectTunnel, rawRequest, roundTrip as echoRoundTrip } from '../support/raw-client.js';
 import { waitFor, waitUntil } from '../support/wait.js';
 import { startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
 
@@ -44,11 +44,7 @@ function closeRecorded(sluice: TestSluice, count = 1): Promise<void> {
   return waitUntil(() => sluice.closes().length >= count, { timeoutMs: 2000, label: 'close record written' });
 }
 
-async function roundTrip(socket: net.Socket, text: string): Promise<string> {
-  const reply = waitFor<Buffer>(socket, 'data', 2000);
-  socket.write(text);
-  return (await reply).toString();
-}
+const roundTrip = (socket: net.Socket, text: string): Promise<string> => echoRoundTrip(socket, text, 2000);
 
 describe('run-time grants', () => {
   it('issues a working token that no listing, log line or state file ever shows', async () => {

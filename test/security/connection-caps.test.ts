@@ -8,18 +8,14 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type net from 'node:net';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
-import { openConnectTunnel, rawRequest } from '../support/raw-client.js';
-import { waitFor, waitUntil } from '../support/wait.js';
+import { openConnectTunnel, rawRequest, roundTrip as echoRoundTrip } from '../support/raw-client.js';
+import { waitUntil } from '../support/wait.js';
 import { startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
 
 const TOKEN_A = 'tok-caps-a';
 const TOKEN_B = 'tok-caps-b';
 
-async function roundTrip(socket: net.Socket, text: string): Promise<string> {
-  const got = waitFor<Buffer>(socket, 'data', 5000);
-  socket.write(text);
-  return (await got).toString();
-}
+const roundTrip = (socket: net.Socket, text: string): Promise<string> => echoRoundTrip(socket, text, 5000);
 
 const portOf = (sluice: TestSluice, name: string): number => {
   const address = sluice.app.listeners.find((l) => l.name === name)?.address ?? '';

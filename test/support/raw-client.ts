@@ -173,3 +173,19 @@ export function openConnectTunnel(
     });
   });
 }
+
+/** Writes `text` into an open tunnel and resolves with the first bytes that come back, bounded. */
+export function roundTrip(socket: net.Socket, text: string, timeoutMs = 3000): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      socket.removeListener('data', onData);
+      reject(new Error(`round trip "${text}" got no reply within ${timeoutMs} ms`));
+    }, timeoutMs);
+    function onData(chunk: Buffer): void {
+      clearTimeout(timer);
+      resolve(chunk.toString());
+    }
+    socket.once('data', onData);
+    socket.write(text);
+  });
+}
