@@ -84,7 +84,10 @@ function selfListeners(config: Config): string[] {
 }
 
 /** Builds the runtime without listening or reading state: used by `start`, `explain` and `check-config`. */
-export async function buildRuntime(config: Config, options: AppOptions): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null; pac: PacSource | null }>> {
+export async function buildRuntime(
+  config: Config,
+  options: AppOptions,
+): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null; pac: PacSource | null; tokens: ReadonlyMap<string, Buffer> }>> {
   const self = new SelfAddresses(selfListeners(config));
   const hosts = compileHosts(config.dns.hosts);
   const issues = [...checkConfigGrants(config.grants, options.env, self), ...(hosts.ok ? [] : hosts.issues)];
@@ -144,7 +147,7 @@ export async function buildRuntime(config: Config, options: AppOptions): Promise
     upstream: upstreamOptions,
     relay: { idleTimeoutMs: config.timeouts.idleMs },
   };
-  return { ok: true, value: { runtime, self, pacError, pac } };
+  return { ok: true, value: { runtime, self, pacError, pac, tokens: tokens.value } };
 }
 
 /** Installs config grants, replacing earlier config grants; `revoked` ids load revoked. Returns connections ended. */
@@ -170,15 +173,13 @@ function installRecord(registry: GrantRegistry, record: GrantRecord, log: Operat
 export async function startApp(config: Config, options: AppOptions): Promise<SluiceApp> {
   const built = await buildRuntime(config, options);
   if (!built.ok) throw new ProxyError('ERR_CONFIG_INVALID', built.issues.map((i) => `${i.path}: ${i.message}`).join('\n'));
-  const { runtime, self, pac } = built.value;
+  const { runtime, self, pac, tokens } = built.value;
   const registry = runtime.registry;
   const ledger = await Ledger.open(new LedgerStore(config.state));
   ledger.setConfigGrants(config.grants);
   // Revocations outlive restarts: a config grant revoked at run time loads revoked.
   const revokedConfig = new Set(ledger.list().filter((r) => r.source === 'config' && r.revokedAt !== null).map((r) => r.id));
-  const tokens = configTokens(config.grants, options.env);
-  if (!tokens.ok) throw new ProxyError('ERR_CONFIG_INVALID', tokens.issues.map((i) => `${i.path}: ${i.message}`).join('\n'));
-  installConfigGrants(registry, config, tokens.value, revokedConfig);
+  installConfigGrants(registry, config, tokens, revokedConfig);
   for (const record of ledger.list()) if (record.source === 'runtime') installRecord(registry, record, runtime.log);
 
   const listeners = await startListeners(runtime, config.listeners, httpLimits(config));

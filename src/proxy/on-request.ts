@@ -3,7 +3,7 @@
 // is refused even on a connection whose first request was allowed.
 import type http from 'node:http';
 import { canonicalize, DEFAULT_PORTS, parseAbsoluteTarget } from '../authority/index.js';
-import { forwardRequest, type ForwardResult } from '../relay/index.js';
+import { forwardRequest, hasBody, type ForwardResult } from '../relay/index.js';
 import { isConnectionFailure } from '../egress/index.js';
 import { upstreamAuthority } from './dial-route.js';
 import { recordClose, recordDecision } from './audit-hop.js';
@@ -13,11 +13,6 @@ import { Hop } from './hop.js';
 import { identifyHop } from './identify-hop.js';
 import { writeResponseDenial } from './respond.js';
 import type { ProxyRuntime } from './runtime.js';
-
-function hasBody(req: http.IncomingMessage): boolean {
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
 
 function deny(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.IncomingMessage, res: http.ServerResponse): void {
   recordDecision(rt.audit, ctx, hop, rt.metrics);

@@ -86,7 +86,8 @@ function dropExpectContinue(headers: string[]): string[] {
   return headers;
 }
 
-function hasBody(req: http.IncomingMessage): boolean {
+/** Whether the client sends a request body (so a denial must close, and a retry is unsafe). */
+export function hasBody(req: http.IncomingMessage): boolean {
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
