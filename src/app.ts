@@ -11,7 +11,7 @@ import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchTe
 import { resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
 import { createForwardAgent } from './relay/index.js';
 import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
-import { createOperationalLog, createPinoSink, type AuditSink, type OperationalLog } from './audit/index.js';
+import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
 import {
   AuthThrottle,
   ConnectionGate,
@@ -32,7 +32,7 @@ export interface AppOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Replaces DNS (tests map names to loopback here). */
   readonly lookup?: LookupAll;
-  /** Replaces the pino audit sink (tests observe records here). */
+  /** Replaces the file audit sink (tests observe records here). */
   readonly audit?: AuditSink;
   readonly log?: OperationalLog;
   readonly cwd?: string;
@@ -99,6 +99,14 @@ export async function buildRuntime(
       : createServersLookup(config.dns.servers, config.dns.timeoutMs));
   const resolver = new Resolver(lookup, { ...config.dns, hosts: hosts.value, maxConcurrentLookups: config.limits.maxConcurrentLookups }, () => performance.now());
   const log = options.log ?? createOperationalLog(config.log.level);
+  let audit = options.audit;
+  if (audit === undefined) {
+    try {
+      audit = createFileSink(config.audit.file, (error) => log.error({ code: error.code, file: config.audit.file }, `audit write failed: ${error.message}`));
+    } catch (error) {
+      return { ok: false, issues: [{ path: 'audit.file', message: `cannot open ${config.audit.file}: ${(error as Error).message}` }] };
+    }
+  }
   const metricsRef: { current: MetricsSink | null } = { current: null };
   const routes = buildRoutes(config.route, options.env, {
     lookupSync: (host) => resolver.peek(host)?.map((a) => a.address) ?? null,
@@ -135,7 +143,7 @@ export async function buildRuntime(
     resolver,
     routes: routes.value.selector,
     now: Date.now,
-    audit: options.audit ?? createPinoSink(config.audit.file),
+    audit,
     log,
     forwardAgent: createForwardAgent({ connect: createPinnedConnector(dialOptions), headersTimeoutMs: config.timeouts.originResponseMs, bodyTimeoutMs: config.timeouts.idleMs }),
     upstreamAgent: createForwardAgent({

@@ -82,12 +82,15 @@ export const CLOSE_FIELDS = [
 ] as const satisfies readonly (keyof CloseRecordV1)[];
 
 const MAX_TARGET = 256;
+const NOTHING_TO_REDACT = /^[\x21\x22\x24-\x3e\x41-\x7e]*$/;
 
 /**
  * The request target as it may be logged: userinfo replaced (a token could hide there), query and
  * fragment dropped, control characters escaped, length bounded.
  */
 export function redactTarget(target: string): string {
+  // Most targets (host:port, a plain URL) have nothing to redact: visible ASCII without ? # @.
+  if (target.length <= MAX_TARGET && NOTHING_TO_REDACT.test(target)) return target;
   let out = target;
   const cut = out.search(/[?#]/);
   if (cut >= 0) out = out.slice(0, cut);

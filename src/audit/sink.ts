@@ -1,6 +1,10 @@
-// The audit sink: JSON lines through pino to stdout, stderr or a file, written asynchronously so
-// logging never blocks the event loop; flush() on shutdown.
+// The audit sink: JSON lines to stdout, stderr or a file, written in batches off the event loop
+// (BatchWriter); flush() on shutdown. Operational messages use pino on stderr.
+import fs from 'node:fs';
+import path from 'node:path';
 import pino from 'pino';
+import { BatchWriter, DEFAULT_BATCH, type BatchWriterOptions } from './batch-writer.js';
+import { formatRecord } from './format-record.js';
 import type { AuditRecordV1 } from './record.js';
 
 export interface AuditSink {
@@ -8,30 +12,24 @@ export interface AuditSink {
   flush(): Promise<void>;
 }
 
-const FLUSH_EVERY_MS = 200;
+function openDestination(file: string): number {
+  if (file === 'stdout') return 1;
+  if (file === 'stderr') return 2;
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  return fs.openSync(file, 'a');
+}
 
-export function createPinoSink(file: string): AuditSink {
-  const dest = file === 'stdout' ? 1 : file === 'stderr' ? 2 : file;
-  // pino's asynchronous destination (SonicBoom) without a logger in front: the record already has its
-  // fixed field set and timestamp, so it is serialized once and appended as one line.
-  // Records are batched into writes of at least 4 KiB (one write per record cost more CPU than the
-  // whole decision: see bench/results/*-profile.md), and flushed at least every FLUSH_EVERY_MS.
-  const stream = pino.destination({ dest, sync: false, mkdir: true, minLength: 4096 });
-  const timer = setInterval(() => stream.flush(), FLUSH_EVERY_MS);
-  timer.unref();
+/**
+ * Opens the destination now (a bad path fails startup, not the first record). Write errors after that
+ * are reported through `onError`; the proxy keeps serving.
+ */
+export function createFileSink(file: string, onError: (error: NodeJS.ErrnoException) => void, options: BatchWriterOptions = DEFAULT_BATCH): AuditSink {
+  const writer = new BatchWriter(openDestination(file), options, onError);
   return {
     write(record) {
-      stream.write(`${JSON.stringify(record)}\n`);
+      writer.append(formatRecord(record));
     },
-    flush() {
-      clearInterval(timer);
-      return new Promise((resolve) => {
-        stream.flush((error) => {
-          void error;
-          resolve();
-        });
-      });
-    },
+    flush: () => writer.close(),
   };
 }
 

@@ -1,9 +1,9 @@
 // Grant tokens as the proxy holds them: only their SHA-256, compared in constant time. The token itself
 // is never stored, logged or echoed (seed A8: a routing intermediary never persists or logs a token).
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 
 export function sha256(text: string): Buffer {
-  return createHash('sha256').update(text, 'utf8').digest();
+  return hash('sha256', text, 'buffer');
 }
 
 export class TokenStore {

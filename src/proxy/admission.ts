@@ -49,9 +49,11 @@ export class AuthThrottle {
     }
   }
 
-  isBlocked(source: string): boolean {
+  /** `source` is asked for only when some source has failed this window (it can cost a getpeername). */
+  isBlocked(source: () => string): boolean {
     this.roll();
-    return (this.failures.get(source) ?? 0) >= this.maxPerMinute;
+    if (this.failures.size === 0) return false;
+    return (this.failures.get(source()) ?? 0) >= this.maxPerMinute;
   }
 
   recordFailure(source: string): void {

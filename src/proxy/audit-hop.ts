@@ -1,7 +1,7 @@
 // The one place that turns a hop into its audit records: one decision record when the hop is decided,
 // one close record when its tunnel or response ends (STYLE §3.8).
 import { Reasons, type CloseReason } from '../core/index.js';
-import { redactTarget, type AuditSink } from '../audit/index.js';
+import { isoTimestamp, redactTarget, type AuditSink } from '../audit/index.js';
 import type { MetricsSink } from '../telemetry/index.js';
 import type { ConnectionContext } from './connection-context.js';
 import type { Hop } from './hop.js';
@@ -29,7 +29,7 @@ export function recordDecision(sink: AuditSink, ctx: ConnectionContext, hop: Hop
   sink.write({
     v: 1,
     kind: 'decision',
-    ts: new Date().toISOString(),
+    ts: isoTimestamp(),
     connection: ctx.id,
     hop: hop.index,
     listener: ctx.listener,
@@ -68,7 +68,7 @@ export function recordClose(sink: AuditSink, ctx: ConnectionContext, hop: Hop, f
   sink.write({
     v: 1,
     kind: 'close',
-    ts: new Date().toISOString(),
+    ts: isoTimestamp(),
     connection: ctx.id,
     hop: hop.index,
     listener: ctx.listener,

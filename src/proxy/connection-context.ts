@@ -22,8 +22,7 @@ export class ConnectionContext {
   private durationTimer: NodeJS.Timeout | null = null;
   readonly id: string;
   readonly acceptedAtMs = Date.now();
-  /** The peer address auth failures are counted against (the listener for Unix sockets). */
-  readonly source: string;
+  private peer: string | null = null;
 
   constructor(
     readonly socket: net.Socket,
@@ -32,7 +31,15 @@ export class ConnectionContext {
   ) {
     nextId += 1;
     this.id = `c${nextId.toString(36)}`;
-    this.source = socket.remoteAddress ?? `unix:${listener}`;
+  }
+
+  /**
+   * The peer address auth failures are counted against (the listener for Unix sockets). Read on first
+   * use: it costs a getpeername(2), and only a presented token needs it.
+   */
+  get source(): string {
+    this.peer ??= this.socket.remoteAddress ?? `unix:${this.listener}`;
+    return this.peer;
   }
 
   /** Ends the connection now: its tunnel (with the reason in its close record) and the client socket. */

@@ -22,7 +22,7 @@ export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop:
   if (ctx.principal !== null && (header === undefined || header === ctx.verifiedAuthorization)) {
     hop.principal = ctx.principal;
   } else {
-    if (header !== undefined && rt.authThrottle.isBlocked(ctx.source)) {
+    if (header !== undefined && rt.authThrottle.isBlocked(() => ctx.source)) {
       hop.fail('auth_rate_limited');
       return null;
     }

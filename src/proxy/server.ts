@@ -48,11 +48,11 @@ function acceptConnection(rt: ProxyRuntime, section: ListenerSection, sockets: S
     else writeSocketDenial(socket, { reason: 'connections_exhausted', destination: null, grant: null });
     return null;
   }
-  socket.once('close', () => rt.gate.release(section.name));
   socket[CONTEXT] = ctx;
   sockets.add(socket);
   rt.metrics.connectionOpened(section.name);
   socket.once('close', () => {
+    rt.gate.release(section.name);
     sockets.delete(socket);
     rt.metrics.connectionClosed(section.name);
   });
