@@ -76,7 +76,6 @@ export async function runTunnelHop(rt: ProxyRuntime, ctx: ConnectionContext, hop
   }
   const upstream = opened.value.socket;
   if (opened.value.head.length > 0) hop.firstByteUs = hop.elapsedUs();
-  else upstream.once('data', () => (hop.firstByteUs ??= hop.elapsedUs()));
   if (socket.destroyed) {
     upstream.destroy();
     hop.fail('client_gone', 'before the tunnel was established');
@@ -110,6 +109,7 @@ export async function runTunnelHop(rt: ProxyRuntime, ctx: ConnectionContext, hop
   // Revoked or expired while dialing: the registry could not see this tunnel yet.
   if (ctx.endedBy !== null) tunnel.end(ctx.endedBy);
   const outcome = await tunnel.done;
+  if (hop.firstByteUs === null && tunnel.firstDownAt !== null) hop.firstByteUs = Math.round((tunnel.firstDownAt - hop.startedAt) * 1000);
   ctx.tunnel = null;
   ctx.tunnelHop = null;
   rt.metrics.tunnelClosed(ctx.listener);
