@@ -25,8 +25,8 @@ const ALL_SCENARIOS = ['latency', 'rate', 'bulk', 'http', 'idle'];
 const MiB = 1024 * 1024;
 
 const MODES = {
-  quick: { rounds: 2, latencyS: 1, rateS: 1.5, httpS: 1.5, warmS: 1, bulkBytes: 256 * MiB, idle: 2000, settleMs: 500, budgetS: 300 },
-  full: { rounds: 5, latencyS: 3, rateS: 3, httpS: 3, warmS: 2, bulkBytes: 256 * MiB, idle: 10000, settleMs: 1000, budgetS: 780 },
+  quick: { rounds: 2, latencyS: 1, rateS: 1.5, httpS: 1.5, warmS: 2, bulkBytes: 256 * MiB, idle: 2000, settleMs: 500, budgetS: 300 },
+  full: { rounds: 5, latencyS: 3, rateS: 3, httpS: 3, warmS: 3, bulkBytes: 256 * MiB, idle: 10000, settleMs: 1000, budgetS: 780 },
 };
 
 // ---------- arguments ----------

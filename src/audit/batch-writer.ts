@@ -1,48 +1,66 @@
-// Appends lines to a file descriptor in batches, off the event loop: lines are queued as strings and
-// joined into one asynchronous write once `minChars` have accumulated or every `flushEveryMs`, with one
-// write in flight at a time. Queuing a line costs an array push: no per-line byte counting or string
-// concatenation (ADR 0012 measures why this replaced pino's SonicBoom destination for the audit log).
+// Appends lines to a file descriptor in batches, off the event loop. Each line is encoded at once into
+// a preallocated batch buffer (so nothing of it outlives the call: queued strings, concatenated from many
+// pieces, survived young-generation collections and made them slow), and a batch is written
+// asynchronously once `minBytes` have accumulated or every `flushEveryMs`, one write in flight at a time.
+// ADR 0012 has the measurements behind this, which replaced pino's SonicBoom destination for the audit log.
 import fs from 'node:fs';
 
 export interface BatchWriterOptions {
-  /** A write starts once this many characters are queued (and otherwise on the next tick of the timer). */
-  readonly minChars: number;
+  /** A write starts once a batch holds this many bytes (and otherwise on the next tick of the timer). */
+  readonly minBytes: number;
   readonly flushEveryMs: number;
 }
 
-export const DEFAULT_BATCH: BatchWriterOptions = { minChars: 64 * 1024, flushEveryMs: 100 };
+export const DEFAULT_BATCH: BatchWriterOptions = { minBytes: 64 * 1024, flushEveryMs: 100 };
 
 const EAGAIN_RETRY_MS = 5;
+// UTF-8 takes at most 3 bytes per UTF-16 code unit.
+const MAX_BYTES_PER_UNIT = 3;
 
 export class BatchWriter {
-  private queue: string[] = [];
-  private queuedChars = 0;
+  private batch: Buffer;
+  private used = 0;
+  /** Filled batches waiting for the write in flight, oldest first. */
+  private ready: Buffer[] = [];
   private writing = false;
   private closed = false;
   private idleWaiters: (() => void)[] = [];
   private readonly timer: NodeJS.Timeout;
+  private readonly capacity: number;
 
   constructor(
     private readonly fd: number,
     private readonly options: BatchWriterOptions,
     private readonly onError: (error: NodeJS.ErrnoException) => void,
   ) {
-    this.timer = setInterval(() => this.writeQueued(), options.flushEveryMs);
+    this.capacity = Math.max(options.minBytes * 2, 4096);
+    this.batch = Buffer.allocUnsafe(this.capacity);
+    this.timer = setInterval(() => this.writeNext(true), options.flushEveryMs);
     this.timer.unref();
   }
 
   append(line: string): void {
     if (this.closed) return;
-    this.queue.push(line);
-    this.queuedChars += line.length;
-    // While a write is in flight lines keep queuing (never a second writer: lines must not interleave or
-    // reorder); the queue is bounded by how fast the disk takes them.
-    if (this.queuedChars >= this.options.minChars && !this.writing) this.writeQueued();
+    const worst = line.length * MAX_BYTES_PER_UNIT;
+    if (worst > this.capacity - this.used) {
+      this.seal();
+      if (worst > this.capacity) {
+        this.ready.push(Buffer.from(line, 'utf8'));
+        return this.writeNext(false);
+      }
+    }
+    this.used += this.batch.write(line, this.used, 'utf8');
+    // While a write is in flight batches queue up behind it: never a second writer, so lines cannot
+    // interleave or reorder. The queue is bounded only by how fast the disk takes them.
+    if (this.used >= this.options.minBytes) {
+      this.seal();
+      this.writeNext(false);
+    }
   }
 
   /** Resolves once every line appended so far has been handed to the kernel. */
   flush(): Promise<void> {
-    this.writeQueued();
+    this.writeNext(true);
     if (!this.writing) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
@@ -55,18 +73,19 @@ export class BatchWriter {
     if (this.fd > 2) fs.closeSync(this.fd);
   }
 
-  private take(): Buffer | null {
-    if (this.queuedChars === 0) return null;
-    const data = Buffer.from(this.queue.length === 1 ? this.queue[0]! : this.queue.join(''), 'utf8');
-    this.queue = [];
-    this.queuedChars = 0;
-    return data;
+  /** Moves the current batch (if any) to the ready queue and starts a new one. */
+  private seal(): void {
+    if (this.used === 0) return;
+    this.ready.push(this.batch.subarray(0, this.used));
+    this.batch = Buffer.allocUnsafe(this.capacity);
+    this.used = 0;
   }
 
-  private writeQueued(): void {
+  private writeNext(sealPartial: boolean): void {
     if (this.writing) return;
-    const data = this.take();
-    if (data === null) return this.settleIdle();
+    if (this.ready.length === 0 && sealPartial) this.seal();
+    const data = this.ready.shift();
+    if (data === undefined) return this.settleIdle();
     this.writing = true;
     this.writeFrom(data, 0);
   }
@@ -81,13 +100,12 @@ export class BatchWriter {
         return this.writeFrom(data, offset + written);
       }
       this.writing = false;
-      if (this.queuedChars >= this.options.minChars || this.idleWaiters.length > 0) this.writeQueued();
-      else this.settleIdle();
+      this.writeNext(this.idleWaiters.length > 0);
     });
   }
 
   private settleIdle(): void {
-    if (this.writing || this.queuedChars > 0) return;
+    if (this.writing || this.used > 0 || this.ready.length > 0) return;
     const waiters = this.idleWaiters;
     this.idleWaiters = [];
     for (const resolve of waiters) resolve();

@@ -10,6 +10,15 @@ function str(s: string): string {
   return PLAIN.test(s) ? `"${s}"` : JSON.stringify(s);
 }
 
+/** A value from one of Sluice's own closed sets (reason codes, kinds, classes): identifiers, never escaped. */
+function word(s: string): string {
+  return `"${s}"`;
+}
+
+function nword(s: string | null): string {
+  return s === null ? 'null' : `"${s}"`;
+}
+
 function nstr(s: string | null): string {
   return s === null ? 'null' : str(s);
 }
@@ -26,7 +35,7 @@ function addresses(list: readonly AuditAddress[]): string {
   let out = '[';
   for (let i = 0; i < list.length; i++) {
     const a = list[i]!;
-    out += `${i === 0 ? '' : ','}{"address":${str(a.address)},"class":${str(a.class)},"allowed":${bool(a.allowed)}}`;
+    out += `${i === 0 ? '' : ','}{"address":${str(a.address)},"class":${word(a.class)},"allowed":${bool(a.allowed)}}`;
   }
   return `${out}]`;
 }
@@ -38,8 +47,8 @@ function timings(t: AuditTimings): string {
 function decision(r: DecisionRecordV1): string {
   return (
     `{"v":${r.v},"kind":"decision","ts":${str(r.ts)},"connection":${str(r.connection)},"hop":${num(r.hop)},"listener":${str(r.listener)}` +
-    `,"principal":${nstr(r.principal)},"via":${nstr(r.via)},"request":${str(r.request)},"method":${str(r.method)},"target":${str(r.target)}` +
-    `,"scheme":${nstr(r.scheme)},"canonical":${nstr(r.canonical)},"decision":${str(r.decision)},"reason":${str(r.reason)},"status":${num(r.status)}` +
+    `,"principal":${nstr(r.principal)},"via":${nword(r.via)},"request":${word(r.request)},"method":${str(r.method)},"target":${str(r.target)}` +
+    `,"scheme":${nword(r.scheme)},"canonical":${nstr(r.canonical)},"decision":${word(r.decision)},"reason":${word(r.reason)},"status":${num(r.status)}` +
     `,"detail":${nstr(r.detail)},"rule":${nstr(r.rule)},"addresses":${addresses(r.addresses)},"pinned":${nstr(r.pinned)},"route":${nstr(r.route)}` +
     `,"upstream":${nstr(r.upstream)},"attested":${bool(r.attested)},"credentialObserving":${bool(r.credentialObserving)},"timings":${timings(r.timings)}}`
   );
@@ -48,7 +57,7 @@ function decision(r: DecisionRecordV1): string {
 function close(r: CloseRecordV1): string {
   return (
     `{"v":${r.v},"kind":"close","ts":${str(r.ts)},"connection":${str(r.connection)},"hop":${num(r.hop)},"listener":${str(r.listener)}` +
-    `,"principal":${nstr(r.principal)},"request":${str(r.request)},"canonical":${nstr(r.canonical)},"pinned":${nstr(r.pinned)},"closedBy":${str(r.closedBy)}` +
+    `,"principal":${nstr(r.principal)},"request":${word(r.request)},"canonical":${nstr(r.canonical)},"pinned":${nstr(r.pinned)},"closedBy":${word(r.closedBy)}` +
     `,"status":${num(r.status)},"bytesUp":${num(r.bytesUp)},"bytesDown":${num(r.bytesDown)},"durationMs":${num(r.durationMs)},"firstByteUs":${num(r.firstByteUs)}}`
   );
 }

@@ -2,6 +2,7 @@
 // PinnedAddress values, never a host name, so re-resolution (DNS rebinding) cannot be expressed here.
 import net from 'node:net';
 import { deny, ok, type PinnedAddress, type ReasonCode, type UpstreamProxy, type Verdict } from '../core/index.js';
+import { Deadlines } from './deadlines.js';
 
 export interface DialOptions {
   readonly timeoutMs: number;
@@ -17,11 +18,12 @@ function connectOnce(target: PinnedAddress, timeoutMs: number, signal: AbortSign
   return new Promise((resolve, reject) => {
     // Tunnels are half-closable (allowHalfOpen), so a FIN from the origin does not end the client's direction.
     const socket = net.connect({ host: target.address, port: target.port, family: target.family, noDelay: true, allowHalfOpen });
-    const timer = setTimeout(() => fail(Object.assign(new Error('connect timed out'), { code: 'ETIMEDOUT' })), timeoutMs);
+    const deadlines = Deadlines.for(timeoutMs);
+    const deadline = deadlines.start(() => fail(Object.assign(new Error('connect timed out'), { code: 'ETIMEDOUT' })));
     const onAbort = (): void => fail(Object.assign(new Error('aborted'), { code: 'ABORT_ERR' }));
     signal?.addEventListener('abort', onAbort, { once: true });
     function cleanup(): void {
-      clearTimeout(timer);
+      deadlines.clear(deadline);
       signal?.removeEventListener('abort', onAbort);
       socket.removeListener('error', fail);
       socket.removeListener('connect', done);

@@ -18,7 +18,7 @@ describe('BatchWriter', () => {
   it('keeps every line, in order, across many batches, and flush waits for the last', async () => {
     const file = tempFile();
     const errors: Error[] = [];
-    const writer = new BatchWriter(fs.openSync(file, 'a'), { minChars: 1000, flushEveryMs: 10_000 }, (e) => errors.push(e));
+    const writer = new BatchWriter(fs.openSync(file, 'a'), { minBytes: 1000, flushEveryMs: 10_000 }, (e) => errors.push(e));
     const lines = Array.from({ length: 5000 }, (_, i) => `{"n":${i},"pad":"${'x'.repeat(i % 50)}"}\n`);
     for (const line of lines) writer.append(line);
     await writer.close();
@@ -28,7 +28,7 @@ describe('BatchWriter', () => {
 
   it('writes a small batch within the flush interval without being asked', async () => {
     const file = tempFile();
-    const writer = new BatchWriter(fs.openSync(file, 'a'), { minChars: 1 << 20, flushEveryMs: 20 }, () => undefined);
+    const writer = new BatchWriter(fs.openSync(file, 'a'), { minBytes: 1 << 20, flushEveryMs: 20 }, () => undefined);
     writer.append('one line\n');
     const deadline = Date.now() + 2_000;
     while (fs.readFileSync(file, 'utf8') === '' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
@@ -36,10 +36,19 @@ describe('BatchWriter', () => {
     await writer.close();
   });
 
-  it('writes multi-byte text whole (lines are counted in characters, written in bytes)', async () => {
+  it('writes multi-byte text whole (a batch is sized for the worst case of UTF-8)', async () => {
     const file = tempFile();
-    const writer = new BatchWriter(fs.openSync(file, 'a'), { minChars: 10, flushEveryMs: 10_000 }, () => undefined);
+    const writer = new BatchWriter(fs.openSync(file, 'a'), { minBytes: 10, flushEveryMs: 10_000 }, () => undefined);
     const lines = Array.from({ length: 200 }, (_, i) => `{"host":"bücher-${i}.例え.jp"}\n`);
+    for (const line of lines) writer.append(line);
+    await writer.close();
+    expect(fs.readFileSync(file, 'utf8')).toBe(lines.join(''));
+  });
+
+  it('keeps order when a line is larger than a whole batch', async () => {
+    const file = tempFile();
+    const writer = new BatchWriter(fs.openSync(file, 'a'), { minBytes: 100, flushEveryMs: 10_000 }, () => undefined);
+    const lines = Array.from({ length: 60 }, (_, i) => `${i}:${'y'.repeat(i % 3 === 0 ? 9000 : 20)}\n`);
     for (const line of lines) writer.append(line);
     await writer.close();
     expect(fs.readFileSync(file, 'utf8')).toBe(lines.join(''));
@@ -49,7 +58,7 @@ describe('BatchWriter', () => {
     const file = tempFile();
     fs.writeFileSync(file, '');
     const errors: NodeJS.ErrnoException[] = [];
-    const writer = new BatchWriter(fs.openSync(file, 'r'), { minChars: 1, flushEveryMs: 10_000 }, (e) => errors.push(e));
+    const writer = new BatchWriter(fs.openSync(file, 'r'), { minBytes: 1, flushEveryMs: 10_000 }, (e) => errors.push(e));
     writer.append('lost\n');
     await writer.flush();
     writer.append('also lost\n');
@@ -60,7 +69,7 @@ describe('BatchWriter', () => {
 
   it('drops lines appended after close instead of throwing', async () => {
     const file = tempFile();
-    const writer = new BatchWriter(fs.openSync(file, 'a'), { minChars: 1, flushEveryMs: 10_000 }, () => undefined);
+    const writer = new BatchWriter(fs.openSync(file, 'a'), { minBytes: 1, flushEveryMs: 10_000 }, () => undefined);
     writer.append('kept\n');
     await writer.close();
     expect(() => writer.append('late\n')).not.toThrow();

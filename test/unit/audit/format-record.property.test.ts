@@ -83,6 +83,12 @@ describe('formatRecord', () => {
   });
 });
 
+describe('values written unescaped', () => {
+  it('reason codes and close reasons are plain identifiers (formatRecord quotes them without escaping)', () => {
+    for (const code of [...Object.keys(Reasons), ...Object.keys(CloseReasons)]) expect(code).toMatch(/^[a-z0-9_]+$/);
+  });
+});
+
 describe('redactTarget fast path', () => {
   const targets = fc.oneof(
     text,
@@ -97,10 +103,18 @@ describe('redactTarget fast path', () => {
 describe('isoTimestamp', () => {
   it('is Date#toISOString of the millisecond asked for, cached or not', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 0, max: 4_102_444_800_000 }), (ms) => {
+      fc.property(fc.integer({ min: -62_198_755_200_000, max: 8_639_999_999_999_999 }), (ms) => {
         expect(isoTimestamp(ms)).toBe(new Date(ms).toISOString());
         expect(isoTimestamp(ms)).toBe(new Date(ms).toISOString());
+        expect(isoTimestamp(ms + 1)).toBe(new Date(ms + 1).toISOString());
       }),
+      { numRuns: 5000 },
     );
+  });
+
+  it('is right at every millisecond across minute boundaries, forwards and backwards', () => {
+    const start = Date.UTC(2026, 10, 30, 23, 59, 59, 990);
+    for (let ms = start; ms < start + 20; ms += 1) expect(isoTimestamp(ms)).toBe(new Date(ms).toISOString());
+    for (let ms = start + 20; ms >= start; ms -= 1) expect(isoTimestamp(ms)).toBe(new Date(ms).toISOString());
   });
 });
