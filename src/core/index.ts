@@ -4,3 +4,4 @@ export * from './verdict.js';
 export * from './errors.js';
 export * from './types.js';
 export * from './ports.js';
+export * from './socket-buffers.js';

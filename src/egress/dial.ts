@@ -1,8 +1,11 @@
 // Opens the egress socket for a hop: dials the pinned addresses, in order, and nothing else. It takes
 // PinnedAddress values, never a host name, so re-resolution (DNS rebinding) cannot be expressed here.
 import net from 'node:net';
-import { deny, ok, type PinnedAddress, type ReasonCode, type UpstreamProxy, type Verdict } from '../core/index.js';
+import { deny, ok, SOCKET_HIGH_WATER_MARK, type PinnedAddress, type ReasonCode, type UpstreamProxy, type Verdict } from '../core/index.js';
 import { Deadlines } from './deadlines.js';
+
+/** @types/node leaves it out, but net.Socket passes its options on to stream.Duplex, which takes it. */
+export type SocketBufferOptions = net.TcpNetConnectOpts & { readonly writableHighWaterMark: number };
 
 export interface DialOptions {
   readonly timeoutMs: number;
@@ -17,7 +20,8 @@ export interface DialSuccess {
 function connectOnce(target: PinnedAddress, timeoutMs: number, signal: AbortSignal | undefined, allowHalfOpen: boolean): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     // Tunnels are half-closable (allowHalfOpen), so a FIN from the origin does not end the client's direction.
-    const socket = net.connect({ host: target.address, port: target.port, family: target.family, noDelay: true, allowHalfOpen });
+    const options: SocketBufferOptions = { host: target.address, port: target.port, family: target.family, noDelay: true, allowHalfOpen, writableHighWaterMark: SOCKET_HIGH_WATER_MARK };
+    const socket = net.connect(options);
     const deadlines = Deadlines.for(timeoutMs);
     const deadline = deadlines.start(() => fail(Object.assign(new Error('connect timed out'), { code: 'ETIMEDOUT' })));
     const onAbort = (): void => fail(Object.assign(new Error('aborted'), { code: 'ABORT_ERR' }));

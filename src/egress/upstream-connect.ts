@@ -4,7 +4,8 @@
 // the proxy or goes DIRECT instead (seed A2: silently bypassing the proxy is forbidden).
 import net from 'node:net';
 import tls from 'node:tls';
-import { deny, ok, type ReasonCode, type UpstreamProxy, type Verdict } from '../core/index.js';
+import { deny, ok, SOCKET_HIGH_WATER_MARK, type ReasonCode, type UpstreamProxy, type Verdict } from '../core/index.js';
+import type { SocketBufferOptions } from './dial.js';
 
 export interface UpstreamOptions {
   readonly timeoutMs: number;
@@ -19,6 +20,10 @@ export interface UpstreamTunnel {
 const MAX_HEAD_BYTES = 16 * 1024;
 
 const TCP_FAILURES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL']);
+
+function plainOptions(proxy: UpstreamProxy): SocketBufferOptions {
+  return { host: proxy.host, port: proxy.port, allowHalfOpen: true, noDelay: true, writableHighWaterMark: SOCKET_HIGH_WATER_MARK };
+}
 
 function failure(error: unknown, isTls: boolean): ReasonCode {
   const code = (error as NodeJS.ErrnoException | undefined)?.code ?? '';
@@ -42,7 +47,7 @@ export function connectToProxy(proxy: UpstreamProxy, options: UpstreamOptions): 
           ALPNProtocols: ['http/1.1'],
           allowHalfOpen: true,
         } as tls.ConnectionOptions)
-      : net.connect({ host: proxy.host, port: proxy.port, allowHalfOpen: true, noDelay: true });
+      : net.connect(plainOptions(proxy));
     const timer = setTimeout(() => finish(deny('upstream_timeout', `no connection to ${proxy.label} within ${options.timeoutMs} ms`)), options.timeoutMs);
     function finish(verdict: Verdict<net.Socket>): void {
       if (settled) return;

@@ -5,6 +5,7 @@ import fs from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import type { ListenerSection } from '../config/index.js';
+import { SOCKET_HIGH_WATER_MARK } from '../core/index.js';
 import { isUnixSocketAlive } from '../egress/index.js';
 import { recordDecision } from './audit-hop.js';
 import { ConnectionContext } from './connection-context.js';
@@ -60,7 +61,7 @@ function acceptConnection(rt: ProxyRuntime, section: ListenerSection, sockets: S
 }
 
 function createSocksServer(rt: ProxyRuntime, section: ListenerSection, sockets: Set<net.Socket>): net.Server {
-  return net.createServer({ allowHalfOpen: true, noDelay: true }, (socket: TaggedSocket) => {
+  return net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: SOCKET_HIGH_WATER_MARK }, (socket: TaggedSocket) => {
     const ctx = acceptConnection(rt, section, sockets, socket);
     if (ctx === null) return;
     onSocksConnection(rt, ctx, socket).catch((error: unknown) => {
@@ -81,6 +82,7 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     maxHeaderSize: limits.maxHeaderBytes,
     noDelay: true,
+    highWaterMark: SOCKET_HIGH_WATER_MARK,
     // Node checks header and request timeouts on this interval (default 30 s): slowloris needs it short.
     connectionsCheckingInterval: 1_000,
   });
