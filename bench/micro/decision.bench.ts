@@ -1,9 +1,14 @@
-// Microbenchmarks of the pure per-hop stages (vitest bench): canonicalize, authorize against 10,000
-// grants of 10 rules each, classify, a cached PAC decision, and audit record formatting.
-import { bench, describe } from 'vitest';
+// Microbenchmarks of the per-hop stages (vitest bench): canonicalize, authorize against 10,000 grants of
+// 10 rules each, classify, a PAC decision cached and uncached (QuickJS on its worker thread), and audit
+// record formatting. `npm run bench:micro`.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, bench, describe } from 'vitest';
 import { authorize, canonicalize, compileAuthoritySet, type AuthoritySet } from '../../src/authority/index.js';
 import { classifyAddress } from '../../src/resolve/index.js';
-import { redactTarget } from '../../src/audit/index.js';
+import { formatRecord, redactTarget, type DecisionRecordV1 } from '../../src/audit/index.js';
+import { PacSource, pacSelector } from '../../src/route/index.js';
 
 const grants: AuthoritySet[] = [];
 for (let g = 0; g < 10_000; g += 1) {
@@ -18,7 +23,7 @@ if (!target.ok) throw new Error('target');
 const grant = grants[4242];
 if (grant === undefined) throw new Error('grant');
 
-const record = {
+const record: DecisionRecordV1 = {
   v: 1, kind: 'decision', ts: new Date().toISOString(), connection: 'c1', hop: 1, listener: 'shared', principal: 'g', via: 'token',
   request: 'connect', method: 'CONNECT', target: 'a.cdn3.tenant4242.example:443', scheme: null, canonical: 'a.cdn3.tenant4242.example:443',
   decision: 'allow', reason: 'granted', status: 200, detail: null, rule: 'https://*.cdn3.tenant4242.example:443',
@@ -44,8 +49,50 @@ describe('decision stages', () => {
     if (dest.ok) authorize(grant, 'connect', dest.value);
     classifyAddress('93.184.216.34');
   });
-  bench('format an audit record (redact + JSON)', () => {
+  bench('format an audit record (redact + JSON line)', () => {
     redactTarget('http://user:secret@host.example/path?q=1');
-    JSON.stringify(record);
+    formatRecord(record);
+  });
+});
+
+// A corporate-style PAC: intranet suffixes and ranges go direct, the rest through two proxies.
+const PAC = `function FindProxyForURL(url, host) {
+  if (isPlainHostName(host) || dnsDomainIs(host, ".corp.example") || shExpMatch(host, "*.intranet.example")) return "DIRECT";
+  if (isInNet(host, "10.0.0.0", "255.0.0.0")) return "DIRECT";
+  if (shExpMatch(url, "https://*.cdn.example/*")) return "PROXY cdnproxy.example:3128; DIRECT";
+  return "PROXY proxy1.example:8080; PROXY proxy2.example:8080";
+}`;
+const pacDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-pac-'));
+fs.writeFileSync(path.join(pacDir, 'proxy.pac'), PAC);
+const pac = new PacSource({
+  file: path.join(pacDir, 'proxy.pac'),
+  limits: { timeoutMs: 1000, memoryBytes: 16 * 1024 * 1024, stackBytes: 256 * 1024 },
+  host: { lookupSync: () => null, myIpAddress: () => '192.0.2.10', now: () => new Date() },
+  fetchText: () => Promise.reject(new Error('no fetch in the benchmark')),
+  onError: (message) => {
+    throw new Error(message);
+  },
+  onLoad: () => undefined,
+});
+if (!(await pac.load())) throw new Error(`PAC did not load: ${pac.lastError}`);
+const selector = pacSelector(pac, {});
+const cachedDest = canonicalize('www.public.example:443');
+if (!cachedDest.ok) throw new Error('dest');
+await selector.select(cachedDest.value, 'connect', null);
+let uncached = 0;
+afterAll(() => {
+  selector.close();
+  pac.current?.dispose();
+  fs.rmSync(pacDir, { recursive: true, force: true });
+});
+
+describe('PAC route decision', () => {
+  bench('cached (same scheme/host/port as before)', async () => {
+    await selector.select(cachedDest.value, 'connect', null);
+  });
+  bench('uncached (a new host each time: FindProxyForURL runs on the worker)', async () => {
+    uncached += 1;
+    const dest = canonicalize(`h${uncached}.public.example:443`);
+    if (dest.ok) await selector.select(dest.value, 'connect', null);
   });
 });
