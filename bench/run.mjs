@@ -60,6 +60,7 @@ for (let i = 0; i < argv.length; i++) {
   else if (a === '--targets') opt.targets = next().split(',');
   else if (a === '--scenarios') opt.scenarios = next().split(',');
   else if (a === '--idle') opt.idle = Number(next());
+  else if (a === '--grants') opt.grants = Number(next());
   else if (a === '--no-build') opt.build = false;
   else if (a === '--no-pin') opt.pin = false;
   else if (a === '--nice') {
@@ -85,6 +86,7 @@ if (opt.rounds !== undefined) {
   if (!Number.isInteger(opt.rounds) || opt.rounds < 1 || opt.rounds > 20) fail('--rounds must be 1..20');
   S.rounds = opt.rounds;
 }
+if (opt.grants !== undefined && (!Number.isInteger(opt.grants) || opt.grants < 1 || opt.grants > 100000)) fail('--grants must be 1..100000');
 if (opt.idle !== undefined) {
   if (!Number.isInteger(opt.idle) || opt.idle < 1 || opt.idle > 50000) fail('--idle must be 1..50000');
   S.idle = opt.idle;
@@ -377,6 +379,19 @@ function installPeers() {
 let sluiceEntry = path.join(ROOT, 'bin', 'sluice.js');
 const TOKEN = randomBytes(18).toString('hex');
 const GRANT = 'bench';
+
+/**
+ * `--grants N`: N-1 other grants of 10 rules each around the bench grant (half before, half after), to
+ * show that tunnel setup does not depend on how many grants there are.
+ */
+function fillerGrants(count, from = 0) {
+  const lines = [];
+  for (let i = from; i < from + count; i++) {
+    const rules = Array.from({ length: 10 }, (_, r) => (r % 2 === 0 ? `"https://api${r}.tenant${i}.example"` : `"https://*.cdn${r}.tenant${i}.example"`));
+    lines.push(`  - id: tenant${i}`, `    tokenSha256: ${createHash('sha256').update(`filler-${i}`).digest('hex')}`, `    destinations: [${rules.join(', ')}]`);
+  }
+  return lines;
+}
 const AUTH = Buffer.from(`${GRANT}:${TOKEN}`).toString('base64');
 const ORIGIN_NAME = 'origin.bench';
 
@@ -424,10 +439,12 @@ const TARGETS = {
         'audit:',
         `  file: ${dir}/audit.jsonl`,
         'grants:',
+        ...fillerGrants(Math.floor(((opt.grants ?? 1) - 1) / 2)),
         `  - id: ${GRANT}`,
         `    tokenSha256: ${createHash('sha256').update(TOKEN).digest('hex')}`,
         `    destinations: ["tcp://${ORIGIN_NAME}:${origin.echo}", "tcp://${ORIGIN_NAME}:${origin.bulk}", "http://${ORIGIN_NAME}:${origin.http}"]`,
         '    allowAddressClasses: [loopback]',
+        ...fillerGrants(Math.ceil(((opt.grants ?? 1) - 1) / 2), Math.floor(((opt.grants ?? 1) - 1) / 2)),
         '',
       ].join('\n');
       fs.writeFileSync(path.join(dir, 'sluice.yaml'), cfg);
@@ -732,6 +749,7 @@ async function main() {
   const wanted = opt.profile ? ['sluice'] : (opt.targets ?? ALL_TARGETS);
   const targets = [];
   for (const t of wanted) {
+    if (t === 'sluice' && (opt.grants ?? 1) > 1) notes.push(`Sluice ran with ${opt.grants.toLocaleString('en-US')} grants of up to 10 rules each (--grants).`);
     let reason = TARGETS[t].available();
     if (!reason && t === 'sluice' && opt.sluiceBin) {
       if (!fs.existsSync(opt.sluiceBin)) reason = `${opt.sluiceBin} does not exist`;

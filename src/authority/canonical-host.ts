@@ -16,16 +16,55 @@ const DOTTED_IPV4 = /^(?:\d{1,3}\.){3}\d{1,3}$/;
 // IPv4-mapped IPv6 (RFC 4291 §2.5.5.2) as WHATWG serializes it: the address is the IPv4 one, so unwrap it.
 const MAPPED = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/;
 
-// Already-canonical ASCII names skip the URL parser: lowercase LDH labels, no punycode (which the
-// parser validates), and a last label that is not a number in any WHATWG spelling (which would make
-// the whole host an IPv4 address). For these, UTS #46 mapping is the identity.
-const PLAIN_NAME = /^(?=.{1,253}\.?$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$/;
-const NUMERIC_LABEL = /(?:^|\.)(?:\d+|0x[0-9a-f]*)\.?$/;
+const DOT = 0x2e;
+const HYPHEN = 0x2d;
+
+function isLdhChar(c: number): boolean {
+  return (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x5f || c === HYPHEN;
+}
+
+/** A last label that WHATWG reads as a number (decimal, or 0x hex) makes the whole host an IPv4 address. */
+function isNumericLabel(raw: string, from: number, to: number): boolean {
+  if (to - from >= 2 && raw.charCodeAt(from) === 0x30 && raw.charCodeAt(from + 1) === 0x78) {
+    for (let i = from + 2; i < to; i++) {
+      const c = raw.charCodeAt(i);
+      if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return false;
+    }
+    return true;
+  }
+  for (let i = from; i < to; i++) {
+    const c = raw.charCodeAt(i);
+    if (c < 0x30 || c > 0x39) return false;
+  }
+  return true;
+}
+
+/**
+ * Already-canonical ASCII names skip the URL parser: 1 to 253 characters of lowercase LDH labels (1 to
+ * 63 characters, no hyphen at either end, `_` allowed) with an optional trailing dot, no punycode
+ * (which the parser validates), and a last label that is not a number in any WHATWG spelling. For
+ * these, UTS #46 mapping is the identity. One pass over the characters, no regular expression.
+ */
+export function isPlainName(raw: string): boolean {
+  let end = raw.length;
+  if (end > 0 && raw.charCodeAt(end - 1) === DOT) end -= 1;
+  if (end < 1 || end > 253) return false;
+  let label = 0;
+  for (let i = 0; i <= end; i++) {
+    const c = i < end ? raw.charCodeAt(i) : DOT;
+    if (c === DOT) {
+      const length = i - label;
+      if (length < 1 || length > 63 || raw.charCodeAt(label) === HYPHEN || raw.charCodeAt(i - 1) === HYPHEN) return false;
+      if (i < end) label = i + 1;
+    } else if (!isLdhChar(c)) {
+      return false;
+    }
+  }
+  return !isNumericLabel(raw, label, end) && !raw.includes('xn--');
+}
 
 export function canonicalizeHost(raw: string): Verdict<CanonicalHost> {
-  if (PLAIN_NAME.test(raw) && !NUMERIC_LABEL.test(raw) && !raw.includes('xn--')) {
-    return ok({ host: raw.endsWith('.') ? raw.slice(0, -1) : raw, hostKind: 'name' });
-  }
+  if (isPlainName(raw)) return ok({ host: raw.length > 0 && raw.charCodeAt(raw.length - 1) === DOT ? raw.slice(0, -1) : raw, hostKind: 'name' });
   if (raw.length === 0 || raw.length > 1024) return deny('destination_malformed', 'empty or oversized host');
   if (FORBIDDEN_RAW.test(raw)) return deny('destination_malformed', 'host contains a forbidden character');
   if (raw.startsWith('[')) return canonicalizeIpv6(raw);
