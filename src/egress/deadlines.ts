@@ -44,13 +44,16 @@ export class Deadlines {
 
   clear(deadline: Deadline): void {
     this.pending.delete(deadline);
-    if (this.pending.size === 0 && this.timer !== null) {
-      clearInterval(this.timer);
-      this.timer = null;
-    }
   }
 
   private sweep(): void {
+    // The interval stops itself once nothing is pending (not in clear(): one dial at a time would
+    // otherwise start and stop an interval per dial).
+    if (this.pending.size === 0 && this.timer !== null) {
+      clearInterval(this.timer);
+      this.timer = null;
+      return;
+    }
     const now = Date.now();
     const due: Deadline[] = [];
     for (const deadline of this.pending) if (now >= deadline.atMs) due.push(deadline);

@@ -46,13 +46,16 @@ export class IdleSweep {
 
   delete(item: IdleWatched): void {
     this.watched.delete(item);
-    if (this.watched.size === 0 && this.timer !== null) {
-      clearInterval(this.timer);
-      this.timer = null;
-    }
   }
 
   private sweep(): void {
+    // The interval stops itself once nothing is watched (not in delete(): one short tunnel at a time
+    // would otherwise start and stop an interval per tunnel).
+    if (this.watched.size === 0 && this.timer !== null) {
+      clearInterval(this.timer);
+      this.timer = null;
+      return;
+    }
     const now = Date.now();
     const expired: IdleWatched[] = [];
     for (const item of this.watched) {
