@@ -3,3 +3,4 @@ export * from './dial.js';
 export * from './upstream-connect.js';
 export * from './fetch-text.js';
 export * from './unix-probe.js';
+export * from './deadlines.js';

@@ -1,6 +1,7 @@
 // Per-client-connection state. Fields are all set in the constructor so the shape never changes.
 import type net from 'node:net';
 import type { CloseReason, Principal } from '../core/index.js';
+import type { Deadline, Deadlines } from '../egress/index.js';
 import type { ListenerIdentity } from '../identity/index.js';
 import type { Hop } from './hop.js';
 
@@ -20,6 +21,7 @@ export class ConnectionContext {
   /** Why the connection was ended from outside (revocation, expiry, limits), for its close record. */
   endedBy: CloseReason | null = null;
   private durationTimer: NodeJS.Timeout | null = null;
+  private firstRequest: { readonly deadlines: Deadlines; readonly deadline: Deadline } | null = null;
   readonly id: string;
   readonly acceptedAtMs = Date.now();
   private peer: string | null = null;
@@ -56,6 +58,22 @@ export class ConnectionContext {
     this.socket.once('close', () => {
       if (this.durationTimer !== null) clearTimeout(this.durationTimer);
     });
+  }
+
+  /** Starts the clock for the first request head (timeouts.headersMs from accept). */
+  startFirstRequestDeadline(deadlines: Deadlines, expire: () => void): void {
+    this.firstRequest = { deadlines, deadline: deadlines.start(expire) };
+  }
+
+  /** The first request head arrived (or the connection closed): stops that clock. */
+  firstRequestDone(): void {
+    if (this.firstRequest === null) return;
+    this.firstRequest.deadlines.clear(this.firstRequest.deadline);
+    this.firstRequest = null;
+  }
+
+  get awaitingFirstRequest(): boolean {
+    return this.firstRequest !== null;
   }
 
   nextHop(): number {

@@ -10,7 +10,7 @@ import type { ConnectionContext } from './connection-context.js';
 import { decideDestination } from './decide.js';
 import { dialRoute } from './dial-route.js';
 import { Hop } from './hop.js';
-import { identifyHop } from './identify-hop.js';
+import { identifyPresented } from './identify-hop.js';
 import { connectEstablished, writeSocketDenial } from './respond.js';
 import { checkSni } from './sni-guard.js';
 import type { ProxyRuntime } from './runtime.js';
@@ -30,12 +30,23 @@ function byteBudget(rt: ProxyRuntime, grant: RuntimeGrant): ByteBudget | null {
   return { take: (bytes) => rt.registry.addBytes(grant.id, bytes) };
 }
 
-export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
-  const hop = new Hop(ctx.nextHop(), 'connect', 'CONNECT', req.url ?? '');
-  const grant = identifyHop(rt, ctx, hop, req);
+/** What a CONNECT hop needs of its request head, from node:http or from the fast path (connect-head.ts). */
+export interface ConnectRequest {
+  readonly target: string;
+  readonly proxyAuthorization: string | undefined;
+  readonly headerCount: number;
+}
+
+export function connectRequestOf(req: http.IncomingMessage): ConnectRequest {
+  return { target: req.url ?? '', proxyAuthorization: req.headers['proxy-authorization'], headerCount: req.rawHeaders.length / 2 };
+}
+
+export async function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: ConnectRequest, socket: net.Socket, head: Buffer): Promise<void> {
+  const hop = new Hop(ctx.nextHop(), 'connect', 'CONNECT', req.target);
+  const grant = identifyPresented(rt, ctx, hop, req.proxyAuthorization, req.headerCount);
   if (grant === null) return deny(rt, ctx, hop, socket);
 
-  const target = parseConnectTarget(req.url ?? '');
+  const target = parseConnectTarget(req.target);
   if (!target.ok) {
     hop.fail(target.reason, target.detail);
     return deny(rt, ctx, hop, socket);

@@ -6,11 +6,12 @@ import http from 'node:http';
 import net from 'node:net';
 import type { ListenerSection } from '../config/index.js';
 import { SOCKET_HIGH_WATER_MARK } from '../core/index.js';
-import { isUnixSocketAlive } from '../egress/index.js';
+import { Deadlines, isUnixSocketAlive } from '../egress/index.js';
 import { recordDecision } from './audit-hop.js';
 import { ConnectionContext } from './connection-context.js';
 import { Hop } from './hop.js';
-import { onConnect } from './on-connect.js';
+import { parseConnectHead } from './connect-head.js';
+import { connectRequestOf, onConnect, type ConnectRequest } from './on-connect.js';
 import { onRequest } from './on-request.js';
 import { onSocksConnection } from './socks5.js';
 import { writeResponseDenial, writeSocketDenial } from './respond.js';
@@ -24,6 +25,8 @@ export interface BoundListener {
   /** `host:port` with the real port, or `unix:/path`. */
   readonly address: string;
   readonly server: net.Server;
+  /** The node:http server that parses what the CONNECT fast path hands over (null for SOCKS5). */
+  readonly http: http.Server | null;
   /** Every accepted client socket, including those handed over to CONNECT tunnels, for shutdown. */
   readonly sockets: Set<net.Socket>;
 }
@@ -36,6 +39,13 @@ export interface HttpLimits {
 
 function contextOf(socket: net.Socket): ConnectionContext | undefined {
   return (socket as TaggedSocket)[CONTEXT];
+}
+
+/** node:http parsed a head (or gave up on one) on this connection: its first-request clock stops. */
+function headParsed(socket: net.Socket): ConnectionContext | undefined {
+  const ctx = contextOf(socket);
+  ctx?.firstRequestDone();
+  return ctx;
 }
 
 /** Admission, the connection context and socket tracking: the same for HTTP and SOCKS5 listeners. */
@@ -53,6 +63,7 @@ function acceptConnection(rt: ProxyRuntime, section: ListenerSection, sockets: S
   sockets.add(socket);
   rt.metrics.connectionOpened(section.name);
   socket.once('close', () => {
+    ctx.firstRequestDone();
     rt.gate.release(section.name);
     sockets.delete(socket);
     rt.metrics.connectionClosed(section.name);
@@ -71,8 +82,67 @@ function createSocksServer(rt: ProxyRuntime, section: ListenerSection, sockets: 
   });
 }
 
-function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>): net.Server {
-  if (section.protocol === 'socks5') return createSocksServer(rt, section, sockets);
+interface ListenerServers {
+  readonly server: net.Server;
+  readonly http: http.Server | null;
+}
+
+function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>): ListenerServers {
+  if (section.protocol === 'socks5') return { server: createSocksServer(rt, section, sockets), http: null };
+  const httpServer = createHttpServer(rt, limits);
+  // The listener itself is a plain net server: each connection's first chunk goes to the CONNECT fast
+  // path (connect-head.ts) or, unchanged, to node:http.
+  const server = net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: SOCKET_HIGH_WATER_MARK }, (socket: TaggedSocket) => {
+    const ctx = acceptConnection(rt, section, sockets, socket);
+    if (ctx !== null) awaitFirstChunk(rt, ctx, socket, httpServer, limits);
+  });
+  return { server, http: httpServer };
+}
+
+function destroyOnError(this: net.Socket): void {
+  this.destroy();
+}
+
+/**
+ * Until its first request head is parsed, a connection is on the clock of timeouts.headersMs from
+ * accept (slowloris, RFC 9112 §9.5), whichever parser ends up reading it: the deadline is cleared by the
+ * first hop, and answers 408 request_timeout otherwise, as Node's own header timeout does.
+ */
+function awaitFirstChunk(rt: ProxyRuntime, ctx: ConnectionContext, socket: net.Socket, httpServer: http.Server, limits: HttpLimits): void {
+  ctx.startFirstRequestDeadline(Deadlines.for(limits.headersTimeoutMs), () => {
+    if (socket.destroyed || socket.writableEnded) return;
+    const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
+    hop.fail('request_timeout', 'no request head within timeouts.headersMs');
+    recordDecision(rt.audit, ctx, hop, rt.metrics);
+    writeSocketDenial(socket, { reason: 'request_timeout', destination: null, grant: null });
+  });
+  socket.on('error', destroyOnError);
+  const onEnd = (): void => void socket.destroy();
+  socket.once('end', onEnd);
+  socket.once('data', (chunk: Buffer) => {
+    socket.removeListener('end', onEnd);
+    const head = parseConnectHead(chunk, limits.maxHeaderBytes);
+    if (head === null) {
+      // node:http reads the connection from its first byte: the chunk goes back in front of the stream.
+      socket.pause();
+      socket.unshift(chunk);
+      httpServer.emit('connection', socket);
+      socket.resume();
+      return;
+    }
+    startConnect(rt, ctx, socket, { target: head.target, proxyAuthorization: head.proxyAuthorization, headerCount: head.headerCount }, head.rest);
+  });
+}
+
+function startConnect(rt: ProxyRuntime, ctx: ConnectionContext, socket: net.Socket, req: ConnectRequest, head: Buffer): void {
+  ctx.firstRequestDone();
+  onConnect(rt, ctx, req, socket, head).catch((error: unknown) => {
+    rt.log.error({ err: error }, 'CONNECT handling failed');
+    socket.destroy();
+  });
+}
+
+function createHttpServer(rt: ProxyRuntime, limits: HttpLimits): http.Server {
   const server = http.createServer({
     // Explicit, so NODE_OPTIONS=--insecure-http-parser cannot loosen it (ADR 0011; RFC 9112 §6.3).
     insecureHTTPParser: false,
@@ -88,27 +158,22 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
   });
   // Detect one header past the cap instead of letting Node drop the rest silently.
   server.maxHeadersCount = rt.maxHeaderCount + 1;
-  server.on('connection', (socket: TaggedSocket) => void acceptConnection(rt, section, sockets, socket));
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
-    const ctx = contextOf(req.socket);
+    const ctx = headParsed(req.socket);
     if (ctx === undefined) return void res.destroy();
     if (!isHttp11(req)) return refuseVersion(rt, ctx, req, (reason) => writeResponseDenial(res, { reason, destination: null, grant: null }, true));
     onRequest(rt, ctx, req, res).catch((error: unknown) => fault(rt, res, error));
   });
   server.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
-    const ctx = contextOf(socket);
+    const ctx = headParsed(socket);
     if (ctx === undefined) return void socket.destroy();
     if (!isHttp11(req)) return refuseVersion(rt, ctx, req, (reason) => writeSocketDenial(socket, { reason, destination: null, grant: null }));
-    socket.on('error', () => socket.destroy());
-    onConnect(rt, ctx, req, socket, head).catch((error: unknown) => {
-      rt.log.error({ err: error }, 'CONNECT handling failed');
-      socket.destroy();
-    });
+    startConnect(rt, ctx, socket, connectRequestOf(req), head);
   });
   // RFC 9110 §10.1.1: an Expect other than 100-continue is answered 417, by Sluice (with a reason and a
   // record), not by Node's default handler.
   server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
-    const ctx = contextOf(req.socket);
+    const ctx = headParsed(req.socket);
     if (ctx === undefined) return void res.destroy();
     const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', req.url ?? '');
     hop.fail('expectation_unsupported');
@@ -116,7 +181,7 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
     writeResponseDenial(res, { reason: 'expectation_unsupported', destination: null, grant: ctx.principal?.grantId ?? null }, true);
   });
   server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket) => {
-    const ctx = contextOf(socket);
+    const ctx = headParsed(socket);
     if (ctx === undefined) return void socket.destroy();
     const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', req.url ?? '');
     hop.fail('upgrade_unsupported');
@@ -124,7 +189,7 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
     writeSocketDenial(socket, { reason: hop.reason, destination: null, grant: ctx.principal?.grantId ?? null });
   });
   server.on('clientError', (error: NodeJS.ErrnoException, socket: net.Socket) => {
-    const ctx = contextOf(socket);
+    const ctx = headParsed(socket);
     if (ctx === undefined || error.code === 'ECONNRESET' || error.code === 'EPIPE') return void socket.destroy();
     const reason = clientErrorReason(error.code);
     const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
@@ -201,9 +266,12 @@ export async function startListeners(rt: ProxyRuntime, sections: readonly Listen
   try {
     for (const section of sections) {
       const sockets = new Set<net.Socket>();
-      const server = createListenerServer(rt, section, limits, sockets);
+      const { server, http: httpServer } = createListenerServer(rt, section, limits, sockets);
       const address = await listenOn(server, section.listen);
-      bound.push({ name: section.name, address, server, sockets });
+      // node:http sets up its connection tracking (header timeouts, closeIdleConnections) on
+      // 'listening'; it is fed sockets by the listener instead of listening itself.
+      httpServer?.emit('listening');
+      bound.push({ name: section.name, address, server, http: httpServer, sockets });
     }
   } catch (error) {
     await stopListeners(bound);
@@ -218,10 +286,16 @@ export async function startListeners(rt: ProxyRuntime, sections: readonly Listen
  */
 export async function stopListeners(listeners: readonly BoundListener[], drainMs = 0): Promise<void> {
   const closed = listeners.map((l) => new Promise<void>((resolve) => l.server.close(() => resolve())));
-  for (const l of listeners) if (l.server instanceof http.Server) l.server.closeIdleConnections();
+  for (const l of listeners) {
+    // Stops node:http's timeout interval; it never listened, so its close() reports that, harmlessly.
+    l.http?.close(() => undefined);
+    l.http?.closeIdleConnections();
+    // Connections that have not sent a request head yet are idle too.
+    for (const socket of l.sockets) if (contextOf(socket)?.awaitingFirstRequest === true) socket.destroy();
+  }
   if (drainMs > 0) await drained(listeners, drainMs);
   for (const l of listeners) {
-    if (l.server instanceof http.Server) l.server.closeAllConnections();
+    l.http?.closeAllConnections();
     for (const socket of l.sockets) {
       contextOf(socket)?.tunnel?.end('proxy_shutdown');
       socket.destroy();
