@@ -14,6 +14,7 @@ export interface BatchWriterOptions {
 export const DEFAULT_BATCH: BatchWriterOptions = { minBytes: 64 * 1024, flushEveryMs: 100 };
 
 const EAGAIN_RETRY_MS = 5;
+const MAX_SPARE_BATCHES = 2;
 // UTF-8 takes at most 3 bytes per UTF-16 code unit.
 const MAX_BYTES_PER_UNIT = 3;
 
@@ -22,6 +23,8 @@ export class BatchWriter {
   private used = 0;
   /** Filled batches waiting for the write in flight, oldest first. */
   private ready: Buffer[] = [];
+  /** Batch buffers whose write has finished, for reuse: no new 128 KiB of external memory per batch. */
+  private spare: Buffer[] = [];
   private writing = false;
   private closed = false;
   private idleWaiters: (() => void)[] = [];
@@ -77,8 +80,15 @@ export class BatchWriter {
   private seal(): void {
     if (this.used === 0) return;
     this.ready.push(this.batch.subarray(0, this.used));
-    this.batch = Buffer.allocUnsafe(this.capacity);
+    this.batch = this.spare.pop() ?? Buffer.allocUnsafe(this.capacity);
     this.used = 0;
+  }
+
+  /** A written batch's buffer goes back to the spares (lines larger than a batch have their own). */
+  private recycle(data: Buffer): void {
+    if (data.buffer.byteLength === this.capacity && data.byteOffset === 0 && this.spare.length < MAX_SPARE_BATCHES) {
+      this.spare.push(Buffer.from(data.buffer, 0, this.capacity));
+    }
   }
 
   private writeNext(sealPartial: boolean): void {
@@ -100,6 +110,7 @@ export class BatchWriter {
         return this.writeFrom(data, offset + written);
       }
       this.writing = false;
+      this.recycle(data);
       this.writeNext(this.idleWaiters.length > 0);
     });
   }
