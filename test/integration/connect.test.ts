@@ -1,11 +1,12 @@
 // CONNECT end to end with real curl: an allowed HTTPS origin is reached through an opaque tunnel whose
 // certificate curl verifies (Sluice never decrypts); denials are answered before any byte reaches the origin.
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPki, type TestPki } from '../support/pki.js';
 import { startHttpsOrigin, startTcpEchoServer, type EchoServer, type Origin } from '../support/origins.js';
 import { runCurl, curlHeadersAndBody } from '../support/curl.js';
-import { openConnectTunnel } from '../support/raw-client.js';
-import { waitFor } from '../support/wait.js';
+import { openConnectTunnel, parseResponseHead } from '../support/raw-client.js';
+import { waitFor, waitUntil } from '../support/wait.js';
 import { unusedPort } from '../support/ports.js';
 import { startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
 
@@ -85,6 +86,34 @@ describe('CONNECT tunnels', () => {
     expect(Buffer.concat(chunks).toString()).toBe('ping-after-fin');
     const close = sluice.closes().at(-1);
     expect(close).toMatchObject({ request: 'connect', closedBy: 'client_closed', bytesUp: 14, bytesDown: 14 });
+  });
+
+  /** Sends `pieces` to Sluice one by one, 20 ms apart so they leave as separate segments, and reads until the reply ends with `until`. */
+  async function rawExchange(pieces: string[], until: string): Promise<string> {
+    const socket = net.connect(sluice.port, '127.0.0.1');
+    let received = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => (received = Buffer.concat([received, chunk])));
+    socket.on('error', () => undefined);
+    await waitFor(socket, 'connect', 2000);
+    for (const piece of pieces) {
+      socket.write(piece);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await waitUntil(() => received.toString('latin1').endsWith(until) || socket.destroyed, { timeoutMs: 3000, label: `reply ending in ${until}` });
+    socket.destroy();
+    return received.toString('latin1');
+  }
+
+  it('tunnels a CONNECT head split across segments (node:http reads it) and one with tunnel bytes in the same segment (the fast path)', async () => {
+    const head = `CONNECT echo.test:${echo.port} HTTP/1.1\r\nHost: echo.test:${echo.port}\r\nProxy-Authorization: Bearer ${TOKEN}\r\n\r\n`;
+    const established = 'HTTP/1.1 200 Connection Established';
+    const split = await rawExchange([head.slice(0, 9), head.slice(9, 40), head.slice(40), 'split-ping'], 'split-ping');
+    expect(split.startsWith(established)).toBe(true);
+    expect(split.endsWith('split-ping')).toBe(true);
+    const together = await rawExchange([`${head}early-ping`], 'early-ping');
+    expect(together.startsWith(established)).toBe(true);
+    expect(together.endsWith('early-ping')).toBe(true);
+    expect(parseResponseHead(Buffer.from(together, 'latin1'))?.status).toBe(200);
   });
 
   it('answers 502 dial_refused when the pinned address refuses, and records it', async () => {
