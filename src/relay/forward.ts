@@ -92,7 +92,99 @@ export function hasBody(req: http.IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
-export async function forwardRequest(agent: Dispatcher, req: http.IncomingMessage, res: http.ServerResponse, target: ForwardTarget): Promise<ForwardResult> {
+/**
+ * Relays one response to the client as undici delivers it (its dispatch API): no response stream and no
+ * pipe per request, and backpressure by pausing the origin read while the client's socket is full.
+ * Settles once: failed before a response head (nothing was written), or responded.
+ */
+class ResponseRelay implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | null = null;
+  private status = 0;
+  private headersAt = 0;
+  private bytesDown = 0;
+  private settled = false;
+  private settle: (result: ForwardResult) => void = () => undefined;
+  readonly done: Promise<ForwardResult>;
+
+  constructor(
+    private readonly res: http.ServerResponse,
+    private readonly viaUpstream: boolean,
+    private readonly body: ByteCounter | null,
+  ) {
+    this.done = new Promise((resolve) => {
+      this.settle = resolve;
+    });
+    res.on('drain', () => this.controller?.resume());
+    res.once('finish', () => this.responded(null));
+    res.once('close', () => {
+      if (this.settled) return;
+      // Settled first: the abort reports back through onResponseError at once.
+      if (this.status === 0) this.failed('client_gone', 'the client closed before the response head');
+      else this.responded('response_error');
+      this.controller?.abort(new Error('the client closed the connection'));
+    });
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.settled) controller.abort(new Error('the hop already ended'));
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    // 1xx interim responses are not relayed (Node already answered the client's 100-continue).
+    if (this.settled || statusCode < 200) return;
+    if (this.viaUpstream && statusCode === 407) {
+      // The upstream's challenge is for Sluice, not the client: never relay it (the client would answer
+      // it with its own secrets) and never retry around the proxy.
+      this.failed('upstream_auth_required', 'the upstream proxy answered 407');
+      controller.abort(new Error('upstream proxy answered 407'));
+      return;
+    }
+    const responseHeaders = stripHopByHopObject(headers);
+    responseHeaders.push('via', VIA);
+    try {
+      this.res.writeHead(statusCode, responseHeaders);
+    } catch (error) {
+      // A field value Node refuses to send (invalid characters): nothing reached the client yet.
+      this.failed('origin_failed', `unsendable response head: ${(error as Error).message}`);
+      controller.abort(error as Error);
+      return;
+    }
+    this.status = statusCode;
+    this.headersAt = performance.now();
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.status === 0 || this.settled) return;
+    this.bytesDown += chunk.length;
+    if (!this.res.write(chunk)) controller.pause();
+  }
+
+  onResponseEnd(): void {
+    if (this.status !== 0 && !this.settled) this.res.end();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.settled) return;
+    if (this.status === 0) return this.failed(failureReason(error, this.viaUpstream), error.message);
+    this.res.destroy();
+    this.responded('response_error');
+  }
+
+  private failed(reason: ReasonCode, detail: string): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.settle({ phase: 'failed', reason, detail, bytesUp: this.body?.bytes ?? 0 });
+  }
+
+  private responded(closedBy: CloseReason | null): void {
+    if (this.settled || this.status === 0) return;
+    this.settled = true;
+    this.settle({ phase: 'responded', status: this.status, bytesUp: this.body?.bytes ?? 0, bytesDown: this.bytesDown, closedBy, headersAt: this.headersAt });
+  }
+}
+
+export function forwardRequest(agent: Dispatcher, req: http.IncomingMessage, res: http.ServerResponse, target: ForwardTarget): Promise<ForwardResult> {
   // Node's server already answered `Expect: 100-continue` to the client (RFC 9110 §10.1.1), and the
   // client library cannot forward it; the body follows without waiting.
   const headers = dropExpectContinue(stripHopByHop(req.rawHeaders));
@@ -107,47 +199,7 @@ export async function forwardRequest(agent: Dispatcher, req: http.IncomingMessag
     req.on('error', (error) => counter.destroy(error));
     req.pipe(counter);
   }
-  let response: Dispatcher.ResponseData;
-  try {
-    response = await agent.request({
-      origin: target.origin,
-      path: target.pathAndQuery,
-      method: req.method as Dispatcher.HttpMethod,
-      headers,
-      body,
-    });
-  } catch (error) {
-    return { phase: 'failed', reason: failureReason(error, target.viaUpstream), detail: (error as Error).message, bytesUp: body?.bytes ?? 0 };
-  }
-  if (target.viaUpstream && response.statusCode === 407) {
-    // The upstream's challenge is for Sluice, not the client: never relay it (the client would answer
-    // it with its own secrets) and never retry around the proxy.
-    response.body.on('error', () => undefined);
-    response.body.destroy();
-    return { phase: 'failed', reason: 'upstream_auth_required', detail: 'the upstream proxy answered 407', bytesUp: body?.bytes ?? 0 };
-  }
-  const headersAt = performance.now();
-  const responseHeaders = stripHopByHopObject(response.headers);
-  responseHeaders.push('via', VIA);
-  res.writeHead(response.statusCode, responseHeaders);
-  let bytesDown = 0;
-  response.body.on('data', (chunk: Buffer) => {
-    bytesDown += chunk.length;
-  });
-  return new Promise((resolve) => {
-    let settled = false;
-    const finish = (failed: boolean): void => {
-      if (settled) return;
-      settled = true;
-      if (failed) {
-        res.destroy();
-        response.body.destroy();
-      }
-      resolve({ phase: 'responded', status: response.statusCode, bytesUp: body?.bytes ?? 0, bytesDown, closedBy: failed ? 'response_error' : null, headersAt });
-    };
-    response.body.once('error', () => finish(true));
-    res.once('finish', () => finish(false));
-    res.once('close', () => finish(!res.writableFinished));
-    response.body.pipe(res);
-  });
+  const relay = new ResponseRelay(res, target.viaUpstream, body);
+  agent.dispatch({ origin: target.origin, path: target.pathAndQuery, method: req.method as Dispatcher.HttpMethod, headers, body }, relay);
+  return relay.done;
 }

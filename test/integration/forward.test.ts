@@ -1,11 +1,13 @@
 // Absolute-form HTTP/1.1 forwarding with real curl: every request on a keep-alive connection is a hop
 // authorized again, Proxy-Authorization and hop-by-hop fields never reach the origin (RFC 9110 §7.6.1),
 // bodies stream both ways, and URI/Host disagreement is refused (RFC 9112 §3.2.2).
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpOrigin, type Origin } from '../support/origins.js';
 import { runCurl, curlHeadersAndBody } from '../support/curl.js';
 import { rawRequest } from '../support/raw-client.js';
 import { startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
+import { waitFor, waitUntil } from '../support/wait.js';
 
 const TOKEN = 'tok-forward';
 const AUTH = `Basic ${Buffer.from(`f:${TOKEN}`).toString('base64')}`;
@@ -20,6 +22,14 @@ describe('absolute-form forwarding', () => {
         if (req.url === '/echo') {
           res.writeHead(200, { 'content-type': 'text/plain', connection: 'x-origin-private', 'x-origin-private': 'secret', 'keep-alive': 'timeout=9' });
           res.end(`echo:${body}`);
+          return;
+        }
+        if (req.url === '/slow') {
+          // Answers after the client has gone (see the client_gone test).
+          setTimeout(() => {
+            res.writeHead(200, { 'content-type': 'text/plain' });
+            res.end('late');
+          }, 300);
           return;
         }
         res.writeHead(200, { 'content-type': 'text/plain' });
@@ -50,6 +60,20 @@ describe('absolute-form forwarding', () => {
     expect(seen?.headers.host).toBe(`web.test:${origin.port}`);
     expect(JSON.stringify(origin.requests)).not.toContain(TOKEN);
     expect(JSON.stringify(sluice.records)).not.toContain('secret');
+  });
+
+  it('records client_gone when the client leaves before the response head, and keeps serving', async () => {
+    const before = sluice.decisions().length;
+    const socket = net.connect(sluice.port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    await waitFor(socket, 'connect', 2000);
+    socket.write(`GET http://web.test:${origin.port}/slow HTTP/1.1\r\nHost: web.test:${origin.port}\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    await waitUntil(() => origin.requests.some((r) => r.url === '/slow'), { timeoutMs: 2000, label: 'the origin saw /slow' });
+    socket.destroy();
+    await waitUntil(() => sluice.decisions().length > before, { timeoutMs: 3000, label: 'a decision record for /slow' });
+    expect(sluice.decisions().at(-1)).toMatchObject({ reason: 'client_gone', canonical: `web.test:${origin.port}` });
+    const next = await runCurl(['--proxy', proxy(), `http://web.test:${origin.port}/after`]);
+    expect(next.stdout).toBe('origin:GET:/after');
   });
 
   it('strips hop-by-hop fields the origin names in Connection from the response', async () => {
