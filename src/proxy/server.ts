@@ -130,6 +130,9 @@ function awaitFirstChunk(rt: ProxyRuntime, ctx: ConnectionContext, socket: net.S
       socket.resume();
       return;
     }
+    // Hold what the client sends while the hop is decided and dialed: the tunnel (or the ClientHello
+    // check) resumes the socket. node:http does the same for its 'connect' event.
+    socket.pause();
     startConnect(rt, ctx, socket, { target: head.target, proxyAuthorization: head.proxyAuthorization, headerCount: head.headerCount }, head.rest);
   });
 }
