@@ -9,6 +9,7 @@ import type { AuditRecordV1 } from './record.js';
 
 export interface AuditSink {
   write(record: AuditRecordV1): void;
+  /** At shutdown: writes every queued record and closes the destination; later records are dropped. */
   flush(): Promise<void>;
 }
 
