@@ -5,3 +5,4 @@ export * from './errors.js';
 export * from './types.js';
 export * from './ports.js';
 export * from './socket-buffers.js';
+export * from './periodic-sweep.js';
