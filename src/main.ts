@@ -1,11 +1,13 @@
 // The process shell: argv, config loading, signals and exit codes. The only file that touches process.
+// Modules load per command (dynamic import): `sluice run` and `sluice grant` start without loading the
+// proxy, its config parser or its HTTP client, so a short confined command starts fast.
 import { Command, InvalidArgumentError } from 'commander';
-import { loadConfig, type Config, type ConfigIssue } from './config/index.js';
-import { buildRuntime, startApp, type SluiceApp } from './app.js';
-import { ProxyError } from './core/index.js';
-import { explain, formatExplanation, startBridge, type ProxyRuntime } from './proxy/index.js';
-import { EXIT_CONFINEMENT_FAILED, parseGrantIssueOptions, prepareNamespace, runCommand, runGrantCommand, runInNamespace, sandboxEnv, type GrantIssueFlags } from './cli/index.js';
+import type { Config, ConfigIssue } from './config/index.js';
+import type { SluiceApp } from './app.js';
+import type { ProxyRuntime } from './proxy/index.js';
+import type { GrantIssueFlags } from './cli/index.js';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 const EXIT_CONFIG = 2;
 
@@ -15,6 +17,7 @@ function printIssues(file: string, issues: readonly ConfigIssue[]): void {
 }
 
 async function loadOrExit(file: string): Promise<Config> {
+  const { loadConfig } = await import('./config/index.js');
   const loaded = await loadConfig(file, process.cwd());
   if (!loaded.ok) {
     printIssues(file, loaded.issues);
@@ -25,6 +28,8 @@ async function loadOrExit(file: string): Promise<Config> {
 
 async function runStart(options: { config: string }): Promise<void> {
   const config = await loadOrExit(options.config);
+  const { startApp } = await import('./app.js');
+  const { ProxyError } = await import('./core/index.js');
   let app: SluiceApp;
   try {
     app = await startApp(config, { env: process.env, cwd: process.cwd() });
@@ -67,6 +72,7 @@ async function runStart(options: { config: string }): Promise<void> {
 
 async function runCheckConfig(file: string): Promise<void> {
   const config = await loadOrExit(file);
+  const { buildRuntime } = await import('./app.js');
   const built = await buildRuntime(config, { env: process.env, log: silentLog, audit: nullSink });
   if (!built.ok) {
     printIssues(file, built.issues);
@@ -82,6 +88,8 @@ async function runCheckConfig(file: string): Promise<void> {
 
 async function runExplain(target: string, options: { config: string; grant: string; json?: boolean }): Promise<void> {
   const config = await loadOrExit(options.config);
+  const { buildRuntime } = await import('./app.js');
+  const { explain, formatExplanation } = await import('./proxy/index.js');
   const built = await buildRuntime(config, { env: process.env, log: silentLog, audit: nullSink });
   if (!built.ok) {
     printIssues(options.config, built.issues);
@@ -133,6 +141,7 @@ async function adminAddress(options: { admin?: string; config?: string }): Promi
 const output = { stdout: (s: string) => void process.stdout.write(s), stderr: (s: string) => void process.stderr.write(s) };
 
 async function runGrant(action: 'issue' | 'revoke' | 'list' | 'show', id: string | undefined, options: Record<string, unknown>): Promise<void> {
+  const { parseGrantIssueOptions, runGrantCommand } = await import('./cli/index.js');
   let spec: object | undefined;
   if (action === 'issue') {
     try {
@@ -194,6 +203,7 @@ program
   .requiredOption('--grant-socket <path>', "the grant's dedicated Unix socket")
   .option('--port <port>', 'port on 127.0.0.1 to listen on', parsePort, 3128)
   .action(async (options: { grantSocket: string; port: number }) => {
+    const { startBridge } = await import('./proxy/index.js');
     const bridge = await startBridge('127.0.0.1', options.port, options.grantSocket, (m) => void process.stderr.write(`sluice bridge: ${m}\n`));
     process.stderr.write(`sluice bridge: 127.0.0.1:${bridge.port} -> ${options.grantSocket}\n`);
     const stop = (): void => void bridge.close().then(() => process.exit(0));
@@ -201,43 +211,88 @@ program
     process.on('SIGINT', stop);
   });
 
-program
-  .command('run')
-  .description('run a command in a new network namespace whose only way out is the grant socket')
-  .requiredOption('--grant-socket <path>', "the grant's dedicated Unix socket")
-  .option('--port <port>', 'bridge port inside the namespace', parsePort, 3128)
-  .argument('<command...>', 'the command and its arguments (after --)')
-  .action(async (command: string[], options: { grantSocket: string; port: number }) => {
-    process.exitCode = await runInNamespace(
-      {
-        grantSocket: path.resolve(options.grantSocket),
-        port: options.port,
-        command,
-        node: process.execPath,
-        bin: process.argv[1] ?? '',
-        env: process.env,
-        isRoot: process.getuid?.() === 0,
-      },
-      (m) => void process.stderr.write(m),
-    );
-  });
+interface RunFlags extends GrantIssueFlags {
+  readonly grantSocket?: string;
+  readonly admin?: string;
+  readonly config?: string;
+  readonly port: number;
+  readonly write?: string[];
+  readonly read?: string[];
+  readonly env?: string[];
+}
+
+/** Paths of a config that a sandbox must never see: the file itself, state, audit log, secrets. */
+function configPaths(file: string, config: Config): string[] {
+  const paths = [path.resolve(file), config.state, config.audit.file];
+  if (config.admin.listen?.startsWith('unix:') === true) paths.push(path.dirname(config.admin.listen.slice('unix:'.length)));
+  const route = config.route as { proxy?: { credentialsFile?: string }; pac?: { file?: string } };
+  for (const secret of [route.proxy?.credentialsFile, route.pac?.file]) if (secret !== undefined) paths.push(secret);
+  return paths.map((p) => path.resolve(process.cwd(), p));
+}
+
+async function runRun(command: string[], options: RunFlags): Promise<void> {
+  const { parseGrantIssueOptions, runConfined } = await import('./cli/index.js');
+  const usage = (message: string): void => {
+    process.stderr.write(`sluice run: ${message}\n`);
+    process.exitCode = EXIT_CONFIG;
+  };
+  const isOwned = (options.destination?.length ?? 0) > 0 || options.unrestricted === true;
+  if (isOwned === (options.grantSocket !== undefined)) return usage('give either --grant-socket SOCK or --destination URL (a grant for this run only)');
+  const config = options.config === undefined ? undefined : await loadOrExit(options.config);
+  let grant: { admin: string; adminToken: string | undefined; spec: Record<string, unknown>; generation: string | undefined } | undefined;
+  if (isOwned) {
+    try {
+      const spec = parseGrantIssueOptions({ ...options, listen: undefined, generation: undefined });
+      grant = { admin: await adminAddress(options), adminToken: process.env['SLUICE_ADMIN_TOKEN'], spec, generation: options.generation };
+    } catch (error) {
+      return usage((error as Error).message);
+    }
+  }
+  const onSignal = (handler: (signal: string) => void): void => {
+    for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => handler(signal));
+  };
+  const code = await runConfined(
+    {
+      grantSocket: options.grantSocket === undefined ? undefined : path.resolve(options.grantSocket),
+      grant,
+      port: options.port,
+      command,
+      cwd: process.cwd(),
+      home: process.env['HOME'] ?? '/',
+      write: (options.write ?? []).map((p) => path.resolve(p)),
+      read: (options.read ?? []).map((p) => path.resolve(p)),
+      envFlags: options.env ?? [],
+      callerEnv: process.env,
+      hidden: config === undefined || options.config === undefined ? [] : configPaths(options.config, config),
+      node: process.execPath,
+      initScript: fileURLToPath(new URL('./sandbox-init.js', import.meta.url)),
+      arch: process.arch,
+    },
+    { stderr: (s) => void process.stderr.write(s), onSignal },
+  );
+  process.exitCode = code;
+}
 
 program
-  .command('__sandbox-init', { hidden: true })
-  .requiredOption('--grant-socket <path>')
-  .requiredOption('--port <port>', '', parsePort)
-  .argument('<command...>')
-  .action(async (command: string[], options: { grantSocket: string; port: number }) => {
-    const refused = prepareNamespace();
-    if (refused !== null) {
-      process.stderr.write(`sluice run: ${refused}; refusing to run the command unconfined\n`);
-      process.exit(EXIT_CONFINEMENT_FAILED);
-    }
-    const bridge = await startBridge('127.0.0.1', options.port, options.grantSocket, (m) => void process.stderr.write(`sluice bridge: ${m}\n`));
-    const code = await runCommand(command, sandboxEnv(process.env, bridge.port));
-    await bridge.close();
-    process.exit(code);
-  });
+  .command('run')
+  .description('run a command confined by bubblewrap: its only way out is one grant (exit 125 when it cannot be confined)')
+  .option('--grant-socket <path>', "a grant's dedicated Unix socket (issued by a supervisor)")
+  .option('--destination <rule>', 'issue a grant for this run only, revoked when the command ends; repeatable', collect)
+  .option('--unrestricted', 'the run-owned grant allows any destination (address classes still apply)')
+  .option('--allow-class <class>', 'extra address class for the run-owned grant, repeatable', collect)
+  .option('--allow-address <cidr>', 'extra CIDR for the run-owned grant, repeatable', collect)
+  .option('--generation <label>', 'generation label of the run-owned grant (default: a fresh one per run)')
+  .option('--expires-at <iso8601>', 'expiry of the run-owned grant')
+  .option('--max-concurrent <n>', 'concurrent connections of the run-owned grant')
+  .option('--max-bytes <n>', 'byte budget of the run-owned grant, both directions')
+  .option('--admin <address>', 'admin socket (unix:/path) or http://host:port for --destination; token from SLUICE_ADMIN_TOKEN')
+  .option('--config <file>', "Sluice's config: its admin address, and its files hidden from the sandbox")
+  .option('--write <dir>', 'a writable directory (repeatable); default: the working directory', collect)
+  .option('--read <path>', 'a read-only file or directory (repeatable)', collect)
+  .option('--env <name[=value]>', 'pass a variable from the environment, or set one (repeatable)', collect)
+  .option('--port <port>', 'bridge port on the sandbox loopback', parsePort, 3128)
+  .argument('<command...>', 'the command and its arguments (after --)')
+  .action(runRun);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`sluice: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -36,13 +36,13 @@ export interface GrantIssueFlags {
 const TIMEOUT_MS = 15_000;
 const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 
-interface AdminCall {
+export interface AdminCall {
   readonly method: 'GET' | 'POST' | 'DELETE';
   readonly path: string;
   readonly body?: object;
 }
 
-interface AdminAnswer {
+export interface AdminAnswer {
   readonly status: number;
   readonly body: unknown;
 }
@@ -87,7 +87,7 @@ function planCall(args: GrantCommandArgs): AdminCall | string {
   }
 }
 
-function callAdmin(admin: string, token: string | undefined, call: AdminCall): Promise<AdminAnswer> {
+export function callAdmin(admin: string, token: string | undefined, call: AdminCall): Promise<AdminAnswer> {
   const isUnix = admin.startsWith('unix:');
   if (!isUnix && !/^http:\/\/[^/]+\/?$/.test(admin)) return Promise.reject(new Error(`admin address ${admin}: expected unix:/path or http://host:port`));
   const where = isUnix ? `the admin socket at ${admin.slice(5)}` : `the admin API at ${admin}`;

@@ -1,3 +1,6 @@
-// The cli module: clients of the running proxy's admin API (`sluice grant`).
+// The cli module: clients of the running proxy's admin API (`sluice grant`) and `sluice run`.
 export * from './grant.js';
 export * from './run.js';
+export * from './run-grant.js';
+export * from './sandbox-plan.js';
+export * from './seccomp-filter.js';

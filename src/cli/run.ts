@@ -1,91 +1,132 @@
-// `sluice run`: starts a command in a new network namespace that has only loopback, with `sluice bridge`
-// inside relaying 127.0.0.1:<port> to a grant's Unix socket, and the proxy variables pointing there.
-// Fail closed: when a namespace cannot be made, or it is not loopback-only, the command never runs.
-import { spawn, spawnSync } from 'node:child_process';
+// `sluice run`: runs a command under bubblewrap so that its only authority is one grant (ADR 0013).
+// With --destination the run issues that grant itself and revokes it when the command ends, however it
+// ends. Fail closed: when confinement cannot be had, the command never runs and the exit status is 125.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Writable } from 'node:stream';
+import { READY_FD, SECCOMP_FD, planSandbox } from './sandbox-plan.js';
+import { buildSeccompFilter, isSeccompArchSupported } from './seccomp-filter.js';
+import { issueRunGrant, type RunGrant, type RunGrantRequest } from './run-grant.js';
 
 export const EXIT_CONFINEMENT_FAILED = 125;
+const SIGNAL_NUMBERS: Readonly<Record<string, number>> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 };
 
 export interface RunOptions {
-  readonly grantSocket: string;
+  /** A grant socket the supervisor issued; absent when `grant` asks for a run-owned grant. */
+  readonly grantSocket?: string | undefined;
+  readonly grant?: RunGrantRequest | undefined;
   readonly port: number;
   readonly command: readonly string[];
-  /** The node binary and the sluice entry script, to start the inner half inside the namespace. */
+  readonly cwd: string;
+  readonly home: string;
+  readonly write: readonly string[];
+  readonly read: readonly string[];
+  readonly envFlags: readonly string[];
+  readonly callerEnv: Readonly<Record<string, string | undefined>>;
+  /** Paths from Sluice's config (state, config file, audit file, secrets) that must be absent inside. */
+  readonly hidden: readonly string[];
   readonly node: string;
-  readonly bin: string;
-  readonly env: Readonly<Record<string, string | undefined>>;
-  readonly isRoot: boolean;
+  readonly initScript: string;
+  readonly arch: string;
+  readonly bwrap?: string | undefined;
 }
 
-/** unshare arguments for a network namespace: as root, or as a user with a user namespace. */
-function unshareArgs(isRoot: boolean): string[] {
-  return isRoot ? ['--net', '--'] : ['--user', '--map-root-user', '--net', '--'];
+export interface RunIo {
+  stderr(text: string): void;
+  /** Registers the handler for SIGTERM, SIGINT and SIGHUP sent to `sluice run` (main.ts owns process). */
+  onSignal(handler: (signal: string) => void): void;
 }
 
-export function canCreateNamespace(isRoot: boolean): string | null {
-  const probe = spawnSync('unshare', [...unshareArgs(isRoot), 'true'], { encoding: 'utf8', timeout: 10_000 });
-  if (probe.error !== undefined) return `cannot run unshare: ${probe.error.message}`;
-  if (probe.status !== 0) return `cannot create a network namespace: ${(probe.stderr || `unshare exited ${probe.status ?? 'on a signal'}`).trim()}`;
+/** Why confinement is unavailable on this machine, or null. Tests use it to skip outside CI. */
+export function confinementUnavailable(bwrap = 'bwrap'): string | null {
+  const probe = spawnSync(bwrap, ['--unshare-all', '--unshare-user', '--disable-userns', '--ro-bind', '/', '/', '--', 'true'], { encoding: 'utf8', timeout: 10_000 });
+  if (probe.error !== undefined) return `cannot run ${bwrap} (install the Debian package bubblewrap): ${probe.error.message}`;
+  if (probe.status !== 0) return `bubblewrap cannot create namespaces here (are user namespaces disabled?): ${probe.stderr.trim()}`;
   return null;
 }
 
-/** The outer half: checks, then re-executes `sluice __sandbox-init` inside a fresh namespace. */
-export function runInNamespace(options: RunOptions, stderr: (s: string) => void): Promise<number> {
-  if (!fs.existsSync(options.grantSocket)) {
-    stderr(`sluice run: no grant socket at ${options.grantSocket}\n`);
-    return Promise.resolve(EXIT_CONFINEMENT_FAILED);
+/** Runs the command confined; resolves with its exit status, or 125 when it could not be confined. */
+export async function runConfined(options: RunOptions, io: RunIo): Promise<number> {
+  const refuse = (message: string): number => {
+    io.stderr(`sluice run: ${message}; refusing to run the command unconfined\n`);
+    return EXIT_CONFINEMENT_FAILED;
+  };
+  if (!isSeccompArchSupported(options.arch)) return refuse(`no seccomp filter for architecture ${options.arch}`);
+  const state = { signal: null as string | null, child: null as ChildProcess | null };
+  io.onSignal((signal) => {
+    state.signal ??= signal;
+    // The sandbox's processes die with bwrap (--die-with-parent makes its init follow it).
+    state.child?.kill('SIGKILL');
+  });
+  let grant: RunGrant | null = null;
+  try {
+    let socket = options.grantSocket;
+    if (options.grant !== undefined) {
+      const issued = await issueRunGrant(options.grant);
+      if (!issued.ok) return refuse(issued.message);
+      grant = issued.grant;
+      socket = grant.socket;
+    }
+    if (state.signal !== null) return 128 + (SIGNAL_NUMBERS[state.signal] ?? 0);
+    if (socket === undefined || !fs.statSync(socket, { throwIfNoEntry: false })?.isSocket()) return refuse(`no grant socket at ${socket ?? '(none given)'}`);
+    const planned = planSandbox({ ...options, grantSocket: socket, writable: options.write, readable: options.read, liveSockets: listUnixSockets() });
+    if (!planned.ok) return refuse(planned.message);
+    const outcome = await startSandbox(options.bwrap ?? 'bwrap', planned.plan.args, planned.plan.env, buildSeccompFilter(options.arch), state);
+    if (state.signal !== null) return 128 + (SIGNAL_NUMBERS[state.signal] ?? 0);
+    if (outcome.error !== null) return refuse(outcome.error);
+    if (!outcome.isReady) return refuse('bubblewrap could not set up the sandbox (its message is above; user namespaces may be disabled)');
+    return outcome.status;
+  } finally {
+    if (grant !== null) {
+      const revoked = await grant.revoke();
+      if (revoked !== null) io.stderr(`sluice run: could not revoke the run's grant ${grant.id}: ${revoked}\n`);
+    }
   }
-  const refused = canCreateNamespace(options.isRoot);
-  if (refused !== null) {
-    stderr(`sluice run: ${refused}; refusing to run the command unconfined\n`);
-    return Promise.resolve(EXIT_CONFINEMENT_FAILED);
-  }
-  const inner = [options.bin, '__sandbox-init', '--grant-socket', options.grantSocket, '--port', String(options.port), '--', ...options.command];
-  const child = spawn('unshare', [...unshareArgs(options.isRoot), options.node, ...inner], { stdio: 'inherit', env: { ...options.env } });
+}
+
+interface SandboxOutcome {
+  readonly isReady: boolean;
+  readonly status: number;
+  readonly error: string | null;
+}
+
+function startSandbox(bwrap: string, args: readonly string[], env: Record<string, string>, filter: Buffer, state: { child: ChildProcess | null }): Promise<SandboxOutcome> {
   return new Promise((resolve) => {
-    child.once('error', (error) => {
-      stderr(`sluice run: ${error.message}\n`);
-      resolve(EXIT_CONFINEMENT_FAILED);
-    });
-    child.once('exit', (code, signal) => resolve(code ?? (signal === null ? 1 : 128 + 9)));
+    const stdio: ('inherit' | 'pipe')[] = ['inherit', 'inherit', 'inherit'];
+    stdio[SECCOMP_FD] = 'pipe';
+    stdio[READY_FD] = 'pipe';
+    const child = spawn(bwrap, args, { stdio, env });
+    state.child = child;
+    let isReady = false;
+    child.stdio[READY_FD]?.once('data', () => (isReady = true));
+    child.stdio[READY_FD]?.on('error', () => undefined);
+    child.stdio[SECCOMP_FD]?.on('error', () => undefined);
+    (child.stdio[SECCOMP_FD] as Writable | null)?.end(filter);
+    child.once('error', (error: NodeJS.ErrnoException) =>
+      resolve({ isReady: false, status: EXIT_CONFINEMENT_FAILED, error: error.code === 'ENOENT' ? `${bwrap} not found: install bubblewrap (Debian package bubblewrap)` : `cannot start ${bwrap}: ${error.message}` }),
+    );
+    child.once('close', (code, signal) => resolve({ isReady, status: code ?? 128 + (signal === null ? 0 : (os.constants.signals[signal] ?? 0)), error: null }));
   });
 }
 
-/** Inside the namespace: loopback up, nothing else there, or the command does not run. */
-export function prepareNamespace(): string | null {
-  const up = spawnSync('ip', ['link', 'set', 'lo', 'up'], { encoding: 'utf8', timeout: 10_000 });
-  if (up.status !== 0) return `cannot bring loopback up in the namespace: ${(up.stderr ?? '').trim() || (up.error?.message ?? 'ip failed')}`;
-  // /sys/class/net shows the host's sysfs unless remounted; ask the namespace itself.
-  const links = spawnSync('ip', ['-o', 'link', 'show'], { encoding: 'utf8', timeout: 10_000 });
-  if (links.status !== 0) return 'cannot list the namespace interfaces';
-  const interfaces = links.stdout
-    .split('\n')
-    .map((line) => /^\d+:\s*([^:@\s]+)/.exec(line)?.[1])
-    .filter((name): name is string => name !== undefined && name !== 'lo');
-  if (interfaces.length > 0) return `the namespace has interfaces other than loopback (${interfaces.join(', ')})`;
-  return null;
-}
-
-/** The environment the command gets: every proxy variable names the bridge, and nothing bypasses it. */
-export function sandboxEnv(env: Readonly<Record<string, string | undefined>>, port: number): Record<string, string> {
-  const proxy = `http://127.0.0.1:${port}`;
-  const out: Record<string, string> = {};
-  for (const [key, value] of Object.entries(env)) if (value !== undefined && !/_proxy$/i.test(key)) out[key] = value;
-  for (const name of ['http_proxy', 'https_proxy', 'all_proxy']) {
-    out[name] = proxy;
-    out[name.toUpperCase()] = proxy;
+/**
+ * Paths of the Unix sockets bound in this network namespace (/proc/net/unix, proc(5)): Sluice's admin
+ * socket and every grant's socket among them, which the plan masks wherever the sandbox could see them.
+ */
+export function listUnixSockets(table = '/proc/net/unix'): string[] {
+  let text: string;
+  try {
+    text = fs.readFileSync(table, 'utf8');
+  } catch {
+    return [];
   }
-  out['no_proxy'] = '';
-  out['NO_PROXY'] = '';
-  return out;
-}
-
-export function runCommand(command: readonly string[], env: Record<string, string>): Promise<number> {
-  const [file, ...args] = command;
-  if (file === undefined) return Promise.resolve(EXIT_CONFINEMENT_FAILED);
-  const child = spawn(file, args, { stdio: 'inherit', env });
-  return new Promise((resolve) => {
-    child.once('error', () => resolve(127));
-    child.once('exit', (code, signal) => resolve(code ?? (signal === null ? 1 : 128)));
-  });
+  const paths = new Set<string>();
+  for (const line of text.split('\n').slice(1)) {
+    const fields = line.trim().split(/\s+/);
+    const file = fields.slice(7).join(' ');
+    if (file.startsWith('/')) paths.add(path.normalize(file));
+  }
+  return [...paths];
 }

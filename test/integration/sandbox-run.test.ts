@@ -1,7 +1,8 @@
-// A sandbox whose only network path is Sluice: `sluice run` starts real curl in a new network
-// namespace with only loopback, where `sluice bridge` relays the proxy port to a grant's Unix socket.
-// Allowed HTTPS is reached, a denied name gets 403, and a direct connection that ignores the proxy
-// fails because the namespace has no route out (seed A4, A9: fail closed when confinement is missing).
+// A sandbox whose only network path is Sluice: `sluice run` starts real curl under bubblewrap, in a
+// network namespace with only loopback, where the in-sandbox bridge relays the proxy port to a grant's
+// Unix socket. Allowed HTTPS is reached, a denied name gets 403, and a direct connection that ignores
+// the proxy fails because the namespace has no route out (seed A4, A9: fail closed when confinement is
+// missing). The escape attempts are in test/security/sandbox-escape*.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -11,17 +12,17 @@ import { fileURLToPath } from 'node:url';
 import { createTestPki, type TestPki } from '../support/pki.js';
 import { startHttpsOrigin, startHttpOrigin, type Origin } from '../support/origins.js';
 import { startSluice, tableLookup, type TestSluice } from '../support/sluice.js';
-import { canCreateNamespace } from '../../src/cli/index.js';
+import { confinementUnavailable } from '../../src/cli/index.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = path.join(ROOT, 'bin/sluice.js');
-const isRoot = process.getuid?.() === 0;
-const refused = canCreateNamespace(isRoot);
+// CI installs bubblewrap (.ci/run): there a missing bwrap fails these tests instead of skipping them.
+const refused = process.env.CI === 'true' ? null : confinementUnavailable();
 if (refused !== null) console.log(`skipping sandbox-run: ${refused}`);
 
-function sluiceRun(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function sluiceRun(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, 'run', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, 'run', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -35,7 +36,7 @@ function sluiceRun(args: string[]): Promise<{ code: number | null; stdout: strin
   });
 }
 
-describe.skipIf(refused !== null)('sluice run: a network namespace whose only way out is Sluice', () => {
+describe.skipIf(refused !== null)('sluice run: a bubblewrap sandbox whose only way out is Sluice', () => {
   let pki: TestPki;
   let https: Origin;
   let http: Origin;
@@ -65,7 +66,7 @@ describe.skipIf(refused !== null)('sluice run: a network namespace whose only wa
   });
 
   it('reaches an allowed HTTPS origin through the bridge, with curl using only its proxy variables', async () => {
-    const r = await sluiceRun(['--grant-socket', sock, '--', 'curl', '-sS', '--cacert', pki.caFile, `https://allowed.test:${https.port}/in-ns`]);
+    const r = await sluiceRun(['--grant-socket', sock, '--read', pki.caFile, '--', 'curl', '-sS', '--cacert', pki.caFile, `https://allowed.test:${https.port}/in-ns`]);
     expect(r.stderr).toBe('');
     expect(r.stdout).toBe('origin:GET:/in-ns');
     expect(r.code).toBe(0);
@@ -74,7 +75,7 @@ describe.skipIf(refused !== null)('sluice run: a network namespace whose only wa
 
   it('gets 403 for a denied destination, and returns the command’s exit code', async () => {
     const before = https.connections;
-    const r = await sluiceRun(['--grant-socket', sock, '--', 'curl', '-s', '-o', '/dev/null', '-w', '%{http_connect}', '--cacert', pki.caFile, `https://denied.test:${https.port}/`]);
+    const r = await sluiceRun(['--grant-socket', sock, '--read', pki.caFile, '--', 'curl', '-s', '-o', '/dev/null', '-w', '%{http_connect}', '--cacert', pki.caFile, `https://denied.test:${https.port}/`]);
     expect(r.stdout).toBe('403');
     expect(r.code).toBe(56);
     expect(https.connections).toBe(before);
@@ -91,6 +92,28 @@ describe.skipIf(refused !== null)('sluice run: a network namespace whose only wa
     const marker = path.join(dir, 'ran');
     const r = await sluiceRun(['--grant-socket', path.join(dir, 'missing.sock'), '--', 'touch', marker]);
     expect(r.code).toBe(125);
+    expect(r.stderr).toContain('no grant socket');
     expect(fs.existsSync(marker)).toBe(false);
+  });
+
+  it('refuses, exit 125, when bubblewrap cannot be found, and the command does not run', async () => {
+    const marker = path.join(dir, 'ran-without-bwrap');
+    const r = await sluiceRun(['--grant-socket', sock, '--', 'touch', marker], { PATH: '/nonexistent' });
+    expect(r.code).toBe(125);
+    expect(r.stderr).toMatch(/bwrap not found: install bubblewrap/);
+    expect(fs.existsSync(marker)).toBe(false);
+  });
+
+  it('returns the command’s own status, 127 for a command that does not exist', async () => {
+    expect((await sluiceRun(['--grant-socket', sock, '--', 'sh', '-c', 'exit 42'])).code).toBe(42);
+    const missing = await sluiceRun(['--grant-socket', sock, '--', 'no-such-command-here']);
+    expect(missing.code).toBe(127);
+    expect(missing.stderr).toContain('command not found');
+  });
+
+  it('exits 2 on usage errors: no grant, or both a grant socket and --destination', async () => {
+    expect((await sluiceRun(['--', 'true'])).code).toBe(2);
+    expect((await sluiceRun(['--grant-socket', sock, '--destination', 'https://a.test', '--', 'true'])).code).toBe(2);
+    expect((await sluiceRun(['--grant-socket', sock, '--env', 'SLUICE_ADMIN_TOKEN', '--', 'true'])).code).toBe(125);
   });
 });

@@ -1,0 +1,57 @@
+// A grant owned by one `sluice run`: issued through the admin API with its own dedicated socket (in a
+// fresh 0700 directory) and generation label, and revoked when the run ends. The token Sluice returns
+// is dropped on the spot: the sandbox acts through the socket, and nothing here prints or keeps it.
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { callAdmin } from './grant.js';
+
+export interface RunGrantRequest {
+  /** `unix:/path/admin.sock` or `http://host:port`. */
+  readonly admin: string;
+  readonly adminToken?: string | undefined;
+  /** The POST /v1/grants body without `listen` and `generation` (destinations, classes, limits). */
+  readonly spec: Readonly<Record<string, unknown>>;
+  readonly generation?: string | undefined;
+}
+
+export interface RunGrant {
+  readonly id: string;
+  readonly socket: string;
+  /** Revokes the grant and removes its directory; resolves with an error message, or null. */
+  revoke(): Promise<string | null>;
+}
+
+export type RunGrantResult = { readonly ok: true; readonly grant: RunGrant } | { readonly ok: false; readonly message: string };
+
+export async function issueRunGrant(request: RunGrantRequest): Promise<RunGrantResult> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-run-'));
+  const socket = path.join(dir, 'grant.sock');
+  const generation = request.generation ?? `sluice-run-${randomBytes(6).toString('hex')}`;
+  const body = { ...request.spec, generation, listen: `unix:${socket}` };
+  try {
+    const answer = await callAdmin(request.admin, request.adminToken, { method: 'POST', path: '/v1/grants', body });
+    const issued = answer.body as { id?: unknown; error?: unknown; issues?: readonly { path: string; message: string }[] };
+    if (answer.status !== 201 || typeof issued.id !== 'string') {
+      fs.rmSync(dir, { recursive: true, force: true });
+      const issues = (Array.isArray(issued.issues) ? issued.issues : []).map((i) => `; ${i.path}: ${i.message}`).join('');
+      return { ok: false, message: `the admin API refused the run's grant: ${answer.status} ${typeof issued.error === 'string' ? issued.error : ''}${issues}` };
+    }
+    const id = issued.id;
+    const revoke = async (): Promise<string | null> => {
+      try {
+        const revoked = await callAdmin(request.admin, request.adminToken, { method: 'DELETE', path: `/v1/grants/${encodeURIComponent(id)}` });
+        return revoked.status === 200 || revoked.status === 404 ? null : `admin API answered ${revoked.status}`;
+      } catch (error) {
+        return (error as Error).message;
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    };
+    return { ok: true, grant: { id, socket, revoke } };
+  } catch (error) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    return { ok: false, message: `cannot issue the run's grant: ${(error as Error).message}` };
+  }
+}

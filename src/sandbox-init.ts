@@ -1,0 +1,80 @@
+// The first process inside a `sluice run` sandbox: checks that it really is confined, opens the bridge
+// (127.0.0.1:<port> relayed byte for byte to the grant socket bound in), then runs the command with
+// the proxy variables naming the bridge and exits with its status. It holds no authority of its own:
+// the principal is whichever grant's socket was bound in. It imports nothing from src/, so that it
+// starts in one Node boot and never loads the proxy (a short command's start-up is this plus bwrap).
+// Usage (argv from src/cli/sandbox-plan.ts): init.mjs PORT GRANT_SOCKET READY_FD COMMAND...
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+
+const EXIT_CONFINEMENT_FAILED = 125;
+
+function fail(message: string): never {
+  process.stderr.write(`sluice run: ${message}; refusing to run the command unconfined\n`);
+  process.exit(EXIT_CONFINEMENT_FAILED);
+}
+
+/**
+ * Fail closed if what started us did not confine us (seed A9: never label ambient execution as
+ * sandboxed): only loopback, no capabilities, no_new_privs and a seccomp filter.
+ */
+function confinementGap(): string | null {
+  const interfaces = Object.keys(os.networkInterfaces()).filter((name) => name !== 'lo');
+  if (interfaces.length > 0) return `the sandbox has network interfaces other than loopback (${interfaces.join(', ')})`;
+  const status = fs.readFileSync('/proc/self/status', 'utf8');
+  const field = (name: string): string => new RegExp(`^${name}:\\s*(\\S+)`, 'm').exec(status)?.[1] ?? '';
+  if (!/^0+$/.test(field('CapEff')) || !/^0+$/.test(field('CapBnd'))) return 'the sandbox kept capabilities';
+  if (field('NoNewPrivs') !== '1') return 'no_new_privs is not set';
+  if (field('Seccomp') !== '2') return 'no seccomp filter is in place';
+  return null;
+}
+
+function relay(client: net.Socket, grantSocket: string): void {
+  client.pause();
+  const upstream = net.connect({ path: grantSocket, allowHalfOpen: true });
+  upstream.once('connect', () => {
+    client.pipe(upstream);
+    upstream.pipe(client);
+    client.resume();
+  });
+  const end = (): void => {
+    client.destroy();
+    upstream.destroy();
+  };
+  upstream.once('error', end);
+  client.once('error', end);
+  upstream.once('close', end);
+  client.once('close', () => upstream.destroySoon());
+}
+
+function main(argv: readonly string[]): void {
+  const [portText, grantSocket, readyFdText, file, ...args] = argv;
+  const port = Number(portText);
+  const readyFd = Number(readyFdText);
+  if (grantSocket === undefined || file === undefined || !Number.isInteger(port) || !Number.isInteger(readyFd)) fail('bad arguments to the sandbox init');
+  const gap = confinementGap();
+  if (gap !== null) fail(gap);
+  const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (client) => relay(client, grantSocket));
+  server.once('error', (error: NodeJS.ErrnoException) => fail(`cannot open the bridge on 127.0.0.1:${port}: ${error.code ?? error.message}`));
+  server.listen({ host: '127.0.0.1', port, backlog: 511 }, () => runCommand(file, args, port, readyFd));
+}
+
+function runCommand(file: string, args: readonly string[], port: number, readyFd: number): void {
+  const proxy = `http://127.0.0.1:${port}`;
+  const env: Record<string, string | undefined> = { ...process.env, no_proxy: '', NO_PROXY: '' };
+  for (const name of ['http_proxy', 'https_proxy', 'all_proxy']) env[name] = env[name.toUpperCase()] = proxy;
+  // The outer half learns here that confinement was set up: anything after is the command's doing.
+  fs.writeSync(readyFd, 'ready\n');
+  fs.closeSync(readyFd);
+  const child = spawn(file, args, { stdio: 'inherit', env });
+  child.once('error', (error: NodeJS.ErrnoException) => {
+    process.stderr.write(`sluice run: ${file}: ${error.code === 'ENOENT' ? 'command not found' : error.message}\n`);
+    process.exit(error.code === 'ENOENT' ? 127 : 126);
+  });
+  child.once('exit', (code, signal) => process.exit(code ?? 128 + (signal === null ? 0 : (os.constants.signals[signal] ?? 0))));
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => child.kill(signal));
+}
+
+main(process.argv.slice(2));
