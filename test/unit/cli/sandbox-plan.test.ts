@@ -1,0 +1,168 @@
+// The bubblewrap plan of `sluice run`: the namespaces and the filesystem view are an allow-list, and
+// what a hostile command would look for (Sluice's state and sockets, the caller's secrets, /etc/shadow,
+// the home directory) is absent (issue 12; review security-2026-12 findings 2-5).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { planSandbox, sandboxEnv, type SandboxSpec } from '../../../src/cli/index.js';
+
+let root: string;
+let project: string;
+let home: string;
+
+beforeAll(() => {
+  root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-plan-')));
+  project = path.join(root, 'project');
+  home = path.join(root, 'home');
+  for (const dir of [project, home, path.join(project, 'state'), path.join(project, 'src')]) fs.mkdirSync(dir, { recursive: true });
+  for (const file of ['state/admin.sock', 'state/a.sock', 'state/ledger.json', 'sluice.yaml', 'dev.sock', 'src/app.ts']) fs.writeFileSync(path.join(project, file), '');
+});
+afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+
+function spec(overrides: Partial<SandboxSpec> = {}): SandboxSpec {
+  return {
+    grantSocket: path.join(project, 'state/a.sock'),
+    port: 3128,
+    command: ['sh', '-c', 'true'],
+    cwd: project,
+    home,
+    writable: [],
+    readable: [],
+    hidden: [],
+    liveSockets: [],
+    envFlags: [],
+    callerEnv: { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' },
+    node: process.execPath,
+    initScript: path.join(project, 'src/app.ts'),
+    ...overrides,
+  };
+}
+
+function argsOf(s: SandboxSpec): string[] {
+  const planned = planSandbox(s);
+  if (!planned.ok) throw new Error(planned.message);
+  return [...planned.plan.args];
+}
+
+/** The `[flag, a, b]` triples of the plan, as "flag a b" strings. */
+function mounts(args: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const flag = args[i] ?? '';
+    if (['--bind', '--ro-bind', '--symlink'].includes(flag)) out.push(`${flag} ${args[i + 1]} ${args[i + 2]}`);
+    else if (['--tmpfs', '--remount-ro', '--proc', '--dev'].includes(flag)) out.push(`${flag} ${args[i + 1]}`);
+  }
+  return out;
+}
+
+describe('planSandbox: namespaces and privileges', () => {
+  it('asks for every namespace, no capabilities, no nested user namespaces, a new session, death with the parent and the seccomp filter', () => {
+    const args = argsOf(spec());
+    for (const flag of ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--disable-userns', '--die-with-parent', '--new-session']) {
+      expect(args).toContain(flag);
+    }
+    expect(args.join(' ')).toContain('--cap-drop ALL');
+    expect(args.join(' ')).toContain('--seccomp 3');
+    const dashdash = args.indexOf('--');
+    expect(args.slice(dashdash + 1)).toEqual([fs.realpathSync(process.execPath), '/run/sluice/init.mjs', '3128', '/run/sluice/grant.sock', '4', 'sh', '-c', 'true']);
+  });
+});
+
+describe('planSandbox: the filesystem view', () => {
+  it('binds the working directory writable, the grant socket and init at fixed paths, a private /tmp and an empty home', () => {
+    const m = mounts(argsOf(spec()));
+    expect(m).toContain(`--bind ${project} ${project}`);
+    expect(m).toContain(`--ro-bind ${path.join(project, 'state/a.sock')} /run/sluice/grant.sock`);
+    expect(m).toContain('--tmpfs /tmp');
+    expect(m).toContain(`--tmpfs ${home}`);
+    expect(m).toContain('--proc /proc');
+  });
+
+  it('shows /etc only by allow-list: never /etc/shadow, /etc/ssl/private or /etc itself', () => {
+    const m = mounts(argsOf(spec()));
+    expect(m.filter((x) => /\s\/etc(\/shadow|\/gshadow|\/ssl\/private|\/sudoers)?$/.test(x))).toEqual([]);
+    if (fs.existsSync('/etc/passwd')) expect(m).toContain('--ro-bind /etc/passwd /etc/passwd');
+  });
+
+  it('applies parents before children, so /tmp’s tmpfs does not cover a writable directory under /tmp', () => {
+    const m = mounts(argsOf(spec()));
+    const tmp = m.indexOf('--tmpfs /tmp');
+    const bind = m.indexOf(`--bind ${project} ${project}`);
+    expect(tmp).toBeGreaterThanOrEqual(0);
+    expect(bind).toBeGreaterThan(tmp);
+  });
+
+  it('covers the directory of every live socket under a visible tree (the state directory: admin socket, ledger, other grants)', () => {
+    const m = mounts(argsOf(spec({ liveSockets: [path.join(project, 'state/admin.sock'), path.join(project, 'state/a.sock'), '/var/run/elsewhere.sock'] })));
+    const state = path.join(project, 'state');
+    expect(m).toContain(`--tmpfs ${state}`);
+    expect(m).toContain(`--remount-ro ${state}`);
+    expect(m.indexOf(`--tmpfs ${state}`)).toBeGreaterThan(m.indexOf(`--bind ${project} ${project}`));
+    expect(m.join('\n')).not.toContain('elsewhere');
+  });
+
+  it('masks a live socket that sits directly in a tree the caller named with /dev/null, keeping the rest of the tree', () => {
+    const m = mounts(argsOf(spec({ liveSockets: [path.join(project, 'dev.sock')] })));
+    expect(m).toContain(`--ro-bind /dev/null ${path.join(project, 'dev.sock')}`);
+    expect(m).toContain(`--bind ${project} ${project}`);
+  });
+
+  it('masks Sluice’s config file and state directory given with --config', () => {
+    const m = mounts(argsOf(spec({ hidden: [path.join(project, 'sluice.yaml'), path.join(project, 'state'), path.join(root, 'not-there')] })));
+    expect(m).toContain(`--ro-bind /dev/null ${path.join(project, 'sluice.yaml')}`);
+    expect(m).toContain(`--tmpfs ${path.join(project, 'state')}`);
+  });
+
+  it('refuses to show a tree that is, or holds, something that must be hidden', () => {
+    const refused = planSandbox(spec({ writable: [path.join(project, 'state')], hidden: [path.join(project, 'state')] }));
+    expect(refused.ok).toBe(false);
+    const holds = planSandbox(spec({ readable: [path.join(project, 'state/ledger.json')], hidden: [path.join(project, 'state')] }));
+    expect(holds.ok).toBe(false);
+  });
+
+  it('refuses to make the home directory, one of its parents, or / writable', () => {
+    for (const dir of [home, root, '/']) {
+      const planned = planSandbox(spec({ writable: [dir] }));
+      expect(planned.ok, dir).toBe(false);
+      if (!planned.ok) expect(planned.message).toMatch(/home directory/);
+    }
+  });
+
+  it('refuses a --read path that does not exist and a --write path that is not a directory', () => {
+    expect(planSandbox(spec({ readable: [path.join(root, 'missing')] })).ok).toBe(false);
+    expect(planSandbox(spec({ writable: [path.join(project, 'sluice.yaml')] })).ok).toBe(false);
+  });
+
+  it('with --write, binds only those directories writable and starts there when the working directory is not shown', () => {
+    const src = path.join(project, 'src');
+    const args = argsOf(spec({ writable: [src] }));
+    expect(mounts(args)).toContain(`--bind ${src} ${src}`);
+    expect(mounts(args)).not.toContain(`--bind ${project} ${project}`);
+    expect(args[args.indexOf('--chdir') + 1]).toBe(src);
+  });
+});
+
+describe('sandboxEnv: an allow-list, never the caller’s secrets (finding 5)', () => {
+  const callerEnv = {
+    PATH: '/usr/bin', LANG: 'C.UTF-8', LC_ALL: 'C', TERM: 'xterm', HOME: '/root',
+    SLUICE_ADMIN_TOKEN: 'admin-secret', GRANT_B_TOKEN: 'tok-b-secret', AWS_SECRET_ACCESS_KEY: 'xyz', SSH_AUTH_SOCK: '/tmp/ssh.sock',
+    HTTPS_PROXY: 'http://corp:3128', FOO: 'foo-value',
+  };
+
+  it('keeps the allow-listed variables and drops everything else', () => {
+    const env = sandboxEnv({ callerEnv, envFlags: [], home: '/home/u' });
+    expect(env.ok && env.env).toEqual({ PATH: '/usr/bin', LANG: 'C.UTF-8', LC_ALL: 'C', TERM: 'xterm', HOME: '/home/u', TMPDIR: '/tmp' });
+  });
+
+  it('passes --env NAME from the caller and sets --env NAME=VALUE', () => {
+    const env = sandboxEnv({ callerEnv, envFlags: ['FOO', 'BAR=1', 'MISSING'], home: '/h' });
+    expect(env.ok && env.env['FOO']).toBe('foo-value');
+    expect(env.ok && env.env['BAR']).toBe('1');
+    expect(env.ok && 'MISSING' in env.env).toBe(false);
+  });
+
+  it.each(['SLUICE_ADMIN_TOKEN', 'sluice_anything=1', 'HTTPS_PROXY', 'no_proxy=*', '1BAD', 'A-B'])('refuses --env %s', (flag) => {
+    expect(sandboxEnv({ callerEnv, envFlags: [flag], home: '/h' }).ok).toBe(false);
+  });
+});
