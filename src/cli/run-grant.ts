@@ -19,7 +19,7 @@ export interface RunGrantRequest {
 export interface RunGrant {
   readonly id: string;
   readonly socket: string;
-  /** Revokes the grant and removes its directory; resolves with an error message, or null. */
+  /** Revokes and forgets the grant and removes its directory; resolves with an error message, or null. */
   revoke(): Promise<string | null>;
 }
 
@@ -41,8 +41,9 @@ export async function issueRunGrant(request: RunGrantRequest): Promise<RunGrantR
     const id = issued.id;
     const revoke = async (): Promise<string | null> => {
       try {
-        const revoked = await callAdmin(request.admin, request.adminToken, { method: 'DELETE', path: `/v1/grants/${encodeURIComponent(id)}` });
-        return revoked.status === 200 || revoked.status === 404 ? null : `admin API answered ${revoked.status}`;
+        // Forget, not only revoke: a run-owned grant is gone with its run, and the ledger stays bounded.
+        const forgotten = await callAdmin(request.admin, request.adminToken, { method: 'POST', path: `/v1/grants/${encodeURIComponent(id)}/forget` });
+        return forgotten.status === 200 || forgotten.status === 404 ? null : `admin API answered ${forgotten.status}`;
       } catch (error) {
         return (error as Error).message;
       } finally {

@@ -50,6 +50,8 @@ export interface ProxyControl {
   getGrant(id: string): GrantView | undefined;
   /** Revokes one grant: its live tunnels and keep-alive connections end at once; it never comes back. */
   revokeGrant(id: string): Promise<ControlResult<{ readonly grant: GrantView; readonly endedConnections: number }>>;
+  /** Revokes a run-time grant and removes it from the ledger and listings (a run-owned grant whose run ended). */
+  forgetGrant(id: string): Promise<ControlResult<{ readonly grant: GrantView; readonly endedConnections: number }>>;
   revokeGeneration(generation: string): Promise<ControlResult<{ readonly revoked: readonly string[]; readonly endedConnections: number }>>;
   /** Validates the config file again and applies it atomically, or keeps the running config. */
   reload(): Promise<ControlResult<{ readonly endedConnections: number }>>;

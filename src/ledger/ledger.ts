@@ -129,6 +129,22 @@ export class Ledger {
     return revoked;
   }
 
+  /**
+   * Revokes a run-time grant and drops it from the ledger (a run-owned grant, once its run ends): it
+   * cannot come back, since only the ledger knew it, and the ledger stays bounded however many runs
+   * there are. Config grants are never forgotten: the file would bring them back. Undefined if unknown.
+   */
+  async forget(id: string): Promise<GrantRecord | undefined> {
+    const record = this.records.get(id);
+    if (record === undefined || record.source !== 'runtime') return undefined;
+    const revoked = record.revokedAt === null ? { ...record, revokedAt: this.now().toISOString() } : record;
+    this.records.delete(id);
+    this.revoked.delete(id);
+    if (record.revokedAt === null) this.emit({ kind: 'revoked', record: revoked });
+    await this.persist();
+    return revoked;
+  }
+
   async revokeGeneration(generation: string): Promise<GrantRecord[]> {
     const matching = [...this.records.values()].filter((r) => r.spec.generation === generation && r.revokedAt === null);
     const done: GrantRecord[] = [];

@@ -80,6 +80,16 @@ export function createControl(deps: ControlDeps): ProxyControl {
     return { ok: true, value: { grant: view(record), endedConnections: ended } };
   }
 
+  async function forgetGrant(id: string): Promise<ControlResult<{ grant: GrantView; endedConnections: number }>> {
+    const record = ledger.get(id);
+    if (record === undefined) return fail(404, 'grant_not_found');
+    if (record.source !== 'runtime') return fail(409, 'grant_from_config', [{ path: 'id', message: `${id} comes from the config file: revoke it (DELETE); forgetting it would let the file bring it back` }]);
+    const ended = registry.forget(id);
+    const forgotten = await ledger.forget(id);
+    await dedicated.close(id);
+    return { ok: true, value: { grant: view(forgotten ?? record), endedConnections: ended } };
+  }
+
   async function revokeGeneration(generation: string): Promise<ControlResult<{ revoked: string[]; endedConnections: number }>> {
     let ended = 0;
     const ids = ledger.list().filter((r) => r.spec.generation === generation && r.revokedAt === null).map((r) => r.id);
@@ -97,6 +107,7 @@ export function createControl(deps: ControlDeps): ProxyControl {
       return record === undefined ? undefined : view(record);
     },
     revokeGrant,
+    forgetGrant,
     revokeGeneration,
     reload: deps.reload,
     readiness: deps.readiness,

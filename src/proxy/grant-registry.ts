@@ -78,6 +78,15 @@ export class GrantRegistry {
     return this.endConnections(id, 'revoked');
   }
 
+  /** Ends a grant's connections and drops everything kept for it (a forgotten run-time grant). */
+  forget(id: string): number {
+    const ended = this.revoke(id);
+    // revoke() already ended the connections (they detach on close, later): not counted twice.
+    this.remove([id], 'revoked');
+    this.usage.delete(id);
+    return ended;
+  }
+
   /** Called once a connection's principal is known; refuses it when the grant's budgets are spent. */
   attach(ctx: ConnectionContext, grant: RuntimeGrant): Verdict<void> {
     let set = this.live.get(grant.id);

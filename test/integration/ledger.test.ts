@@ -187,6 +187,36 @@ describe('dedicated listeners on demand', () => {
     await sluice.app.control.revokeGrant(g.id);
     expect(fs.existsSync(sock)).toBe(false);
   });
+
+  it('forgets a run-time grant: its tunnel and socket end, its token is refused, and no listing, ledger or restart knows it', async () => {
+    const { sluice, echo } = await setup();
+    const sock = path.join(sluice.stateDir, 'run.sock');
+    const g = await issue(sluice, spec(echo.port, { listen: `unix:${sock}`, generation: 'run-1' }));
+    const other = await issue(sluice, spec(echo.port));
+    const tunnel = await echoTunnel(sluice.port, echo.port, g.token);
+    const closed = waitFor(tunnel, 'close', 2000);
+    const result = await sluice.app.control.forgetGrant(g.id);
+    await closed;
+    expect(result.ok && result.value.endedConnections).toBe(1);
+    expect(fs.existsSync(sock)).toBe(false);
+    expect(sluice.app.control.getGrant(g.id)).toBeUndefined();
+    expect(sluice.app.control.listGrants().map((v) => v.id)).toEqual([other.id]);
+    const ledger = fs.readFileSync(path.join(sluice.stateDir, 'ledger.json'), 'utf8');
+    expect(ledger).not.toContain(g.id);
+    expect(ledger).toContain(other.id);
+    const replay = await openConnectTunnel(sluice.port, `echo.test:${echo.port}`, { 'Proxy-Authorization': `Basic ${Buffer.from(`${g.id}:${g.token}`).toString('base64')}` });
+    expect(replay.status).toBe(407);
+    replay.socket.destroy();
+    expect((await sluice.app.control.forgetGrant(g.id)).ok).toBe(false);
+  });
+
+  it('refuses to forget a config grant (the file would bring it back) and leaves it working', async () => {
+    const { sluice, echo } = await setup({ grants: [{ id: 'cfg', tokenSha256: tokenHash('cfg-token'), destinations: ['tcp://echo.test:1'] }] });
+    const result = await sluice.app.control.forgetGrant('cfg');
+    expect(result).toMatchObject({ ok: false, status: 409, reason: 'grant_from_config' });
+    expect(sluice.app.control.getGrant('cfg')?.revokedAt).toBeNull();
+    expect(echo.port).toBeGreaterThan(0);
+  });
 });
 
 describe('config reload', () => {

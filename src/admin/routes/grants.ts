@@ -30,3 +30,10 @@ export const revokeGrant: RouteAction = async (control, request) => {
   if (!result.ok) return controlFailureReply(result);
   return { status: 200, body: { revoked: result.value.grant, endedConnections: result.value.endedConnections } };
 };
+
+/** POST /v1/grants/{id}/forget: revoke a run-time grant and drop it from the ledger (`sluice run` does this when its command ends). */
+export const forgetGrant: RouteAction = async (control, request) => {
+  const result = await control.forgetGrant(request.params['id'] ?? '');
+  if (!result.ok) return controlFailureReply(result);
+  return { status: 200, body: { forgotten: result.value.grant, endedConnections: result.value.endedConnections } };
+};

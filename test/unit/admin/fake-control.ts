@@ -63,6 +63,14 @@ export class FakeControl implements ProxyControl {
     return Promise.resolve({ ok: true, value: { grant: { ...grant }, endedConnections: 2 } });
   }
 
+  forgetGrant(id: string): Promise<ControlResult<{ readonly grant: GrantView; readonly endedConnections: number }>> {
+    const grant = this.grants.get(id);
+    if (grant === undefined) return Promise.resolve({ ok: false, status: 404, reason: 'grant_not_found', issues: [] });
+    if (grant.source !== 'runtime') return Promise.resolve({ ok: false, status: 409, reason: 'grant_from_config', issues: [] });
+    this.grants.delete(id);
+    return Promise.resolve({ ok: true, value: { grant: { ...grant, revokedAt: grant.revokedAt ?? '2026-01-02T00:00:00.000Z' }, endedConnections: 1 } });
+  }
+
   revokeGeneration(generation: string): Promise<ControlResult<{ readonly revoked: readonly string[]; readonly endedConnections: number }>> {
     const revoked = [...this.grants.values()].filter((g) => g.generation === generation && g.revokedAt === null);
     for (const g of revoked) g.revokedAt = '2026-01-02T00:00:00.000Z';
