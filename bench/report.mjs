@@ -1,5 +1,6 @@
 // Aggregation and markdown rendering of a benchmark result. Shared by run.mjs (the table it prints and
 // writes next to the JSON) and doc.mjs (docs/benchmarks.md). Pure functions over the result object.
+import { renderSandboxStart } from './sandbox-start.mjs';
 
 export const TARGET_LABELS = {
   direct: 'direct',
@@ -214,6 +215,12 @@ export function renderMarkdown(result) {
       lines.push(`|---|${fields.map(() => '---').join('|')}|`);
       for (const sc of scs) lines.push(`| ${sc} | ${fields.map((f) => (tm[sc][f] === null || tm[sc][f] === undefined ? '-' : Math.round(tm[sc][f]).toLocaleString('en-US'))).join(' | ')} |`);
     }
+  }
+  if (result.sandboxStart) {
+    lines.push('');
+    lines.push('Start-up of a short confined command (`sluice run -- true`, issue 12), interleaved with its floors: wall time per command, and CPU of its whole process tree.');
+    lines.push('');
+    lines.push(renderSandboxStart(result.sandboxStart));
   }
   if (result.notes?.length) {
     lines.push('');

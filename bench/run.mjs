@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { renderMarkdown, summarize } from './report.mjs';
 import { writeDoc } from './doc.mjs';
 import { summarizeProfile, renderProfile } from './profile.mjs';
+import { measureSandboxStart, sandboxStartUnavailable } from './sandbox-start.mjs';
 
 const BENCH = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(BENCH, '..');
@@ -838,6 +839,21 @@ async function main() {
   }
   await stop(originChild, 1000);
 
+  // `sluice run -- true`: the start-up of a short confined command (issue 12), against its floors.
+  let sandboxStart = null;
+  if (targets.includes('sluice')) {
+    const reason = sandboxStartUnavailable();
+    if (reason) notes.push(`sluice run start-up not measured: ${reason}.`);
+    else {
+      log('sluice run start-up: interleaved runs of sluice run -- true and its floors');
+      try {
+        sandboxStart = await measureSandboxStart({ runs: mode === 'quick' ? 10 : 30 });
+      } catch (e) {
+        notes.push(`sluice run start-up failed: ${e.message}`);
+      }
+    }
+  }
+
   const finishedAt = new Date().toISOString();
   const result = {
     schema: 1,
@@ -859,6 +875,7 @@ async function main() {
     settings: { ...S, idleCount, idleNote, fdLimit: limit, sluiceRoute: 'direct', sluiceDns: `dns.hosts ${ORIGIN_NAME} → 127.0.0.1`, peersDial: '127.0.0.1 literal' },
     runs,
     notes,
+    sandboxStart,
   };
   if (targets.includes('sluice')) {
     const { median } = await import('./report.mjs');
