@@ -19,6 +19,7 @@ import {
   DedicatedListeners,
   GrantRegistry,
   checkConfigGrants,
+  resolveSocketGroup,
   configTokens,
   createControl,
   startListeners,
@@ -83,6 +84,17 @@ function selfListeners(config: Config): string[] {
   return listens;
 }
 
+/** Every `listeners[].socketGroup` must name a group now, so check-config reports it, not the first start. */
+async function checkSocketGroups(config: Config): Promise<ConfigIssue[]> {
+  const issues: ConfigIssue[] = [];
+  for (const [i, listener] of config.listeners.entries()) {
+    if (listener.socketGroup !== undefined && (await resolveSocketGroup(listener.socketGroup)) === null) {
+      issues.push({ path: `listeners[${i}].socketGroup`, message: `no group named "${listener.socketGroup}" in /etc/group (give a numeric gid for a directory-service group)` });
+    }
+  }
+  return issues;
+}
+
 /** Builds the runtime without listening or reading state: used by `start`, `explain` and `check-config`. */
 export async function buildRuntime(
   config: Config,
@@ -90,7 +102,7 @@ export async function buildRuntime(
 ): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null; pac: PacSource | null; tokens: ReadonlyMap<string, Buffer> }>> {
   const self = new SelfAddresses(selfListeners(config));
   const hosts = compileHosts(config.dns.hosts);
-  const issues = [...checkConfigGrants(config.grants, options.env, self), ...(hosts.ok ? [] : hosts.issues)];
+  const issues = [...checkConfigGrants(config.grants, options.env, self), ...(hosts.ok ? [] : hosts.issues), ...(await checkSocketGroups(config))];
   if (!hosts.ok || issues.length > 0) return { ok: false, issues };
   const lookup =
     options.lookup ??

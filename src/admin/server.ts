@@ -6,7 +6,8 @@ import type { ProxyControl } from '../core/index.js';
 import { isAdminTokenValid } from './auth.js';
 import { errorReply, type AdminReply } from './errors.js';
 import { MAX_BODY_BYTES, parseJsonBody, readBody, sendJson } from './http-io.js';
-import { bindAdminServer, isUnixListen, type UnixSocketProbe } from './listen.js';
+import { isUnixListen } from '../config/index.js';
+import { bindAdminServer, removeAdminSocketFile, type UnixSocketProbe } from './listen.js';
 import { matchRoute, PARAM_MESSAGE, type AdminRoute } from './router.js';
 import { ADMIN_ROUTES } from './routes/index.js';
 
@@ -75,7 +76,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
         const timer = setTimeout(() => sockets.forEach((socket) => socket.destroy()), CLOSE_GRACE_MS);
         server.close(() => {
           clearTimeout(timer);
-          resolve();
+          void removeAdminSocketFile(bound.socketFile).then(resolve);
         });
         server.closeIdleConnections();
       }),

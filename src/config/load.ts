@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
+import { isUnixListen } from './listen-address.js';
 import { configSchema, type ConfigFile } from './schema.js';
 
 export interface ConfigIssue {
@@ -73,12 +74,22 @@ function crossCheck(config: ConfigFile): ConfigIssue[] {
     if (listener.grant !== undefined && !grantIds.has(listener.grant)) {
       issues.push({ path: `listeners[${i}].grant`, message: `no grant with id "${listener.grant}"` });
     }
+    issues.push(...listenerExposure(listener, i));
   });
   if (config.route.mode === 'proxy' && config.route.proxy === undefined) {
     issues.push({ path: 'route.proxy', message: 'route.mode is proxy but route.proxy is missing' });
   }
   if (config.route.mode === 'pac' && config.route.pac === undefined) {
     issues.push({ path: 'route.pac', message: 'route.mode is pac but route.pac is missing' });
+  }
+  return issues;
+}
+
+function listenerExposure(listener: ConfigFile['listeners'][number], i: number): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  const isUnix = isUnixListen(listener.listen);
+  if (listener.socketGroup !== undefined && !isUnix) {
+    issues.push({ path: `listeners[${i}].socketGroup`, message: 'only a unix:/path listener has a socket file to give to a group' });
   }
   return issues;
 }

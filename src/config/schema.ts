@@ -30,6 +30,10 @@ const listenerSchema = z
     maxConnections: z.number().int().positive().optional(),
     /** `http` (CONNECT and absolute-form) or `socks5` (RFC 1928 CONNECT, RFC 1929 credentials). */
     protocol: z.enum(['http', 'socks5']).default('http'),
+    /** A `unix:` listener's socket becomes 0660 and owned by this group (name or gid); otherwise 0600. */
+    socketGroup: z
+      .union([z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$/, 'expected a group name or a numeric gid'), z.number().int().min(0).max(4_294_967_294)])
+      .optional(),
   })
   .refine((l) => !(l.identify && l.grant), { message: 'a listener is either identify: token or bound to one grant, not both' });
 

@@ -12,3 +12,4 @@ export * from './dedicated-listeners.js';
 export * from './control.js';
 export * from './admission.js';
 export * from './bridge.js';
+export * from './socket-group.js';

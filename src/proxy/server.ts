@@ -1,12 +1,11 @@
 // The proxy's ingress: one node:http server per configured listener (TCP or Unix socket), each either
 // token-identified or bound to one grant. Parses strictly (Node's default strict parser, never the lenient one: request smuggling,
 // RFC 9112 §6.3), answers parse errors with 400 and closes only that connection.
-import fs from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import type { ListenerSection } from '../config/index.js';
 import { SOCKET_HIGH_WATER_MARK } from '../core/index.js';
-import { Deadlines, isUnixSocketAlive } from '../egress/index.js';
+import { Deadlines } from '../egress/index.js';
 import { recordDecision } from './audit-hop.js';
 import { ConnectionContext } from './connection-context.js';
 import { Hop } from './hop.js';
@@ -16,6 +15,8 @@ import { onRequest } from './on-request.js';
 import { onSocksConnection } from './socks5.js';
 import { writeResponseDenial, writeSocketDenial } from './respond.js';
 import type { ProxyRuntime } from './runtime.js';
+import { bindListener } from './bind-listener.js';
+import { removeSocketFile, type SocketFile } from './socket-file.js';
 
 const CONTEXT = Symbol('sluice.connection');
 type TaggedSocket = net.Socket & { [CONTEXT]?: ConnectionContext };
@@ -29,6 +30,13 @@ export interface BoundListener {
   readonly http: http.Server | null;
   /** Every accepted client socket, including those handed over to CONNECT tunnels, for shutdown. */
   readonly sockets: Set<net.Socket>;
+  /** A Unix listener's socket file, removed on stop (null for TCP). */
+  readonly socketFile: SocketFile | null;
+}
+
+/** Closed until the listener's socket file has its final mode: a connection accepted before is dropped. */
+interface AcceptGate {
+  isOpen: boolean;
 }
 
 export interface HttpLimits {
@@ -71,8 +79,9 @@ function acceptConnection(rt: ProxyRuntime, section: ListenerSection, sockets: S
   return ctx;
 }
 
-function createSocksServer(rt: ProxyRuntime, section: ListenerSection, sockets: Set<net.Socket>): net.Server {
+function createSocksServer(rt: ProxyRuntime, section: ListenerSection, sockets: Set<net.Socket>, gate: AcceptGate): net.Server {
   return net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: SOCKET_HIGH_WATER_MARK }, (socket: TaggedSocket) => {
+    if (!gate.isOpen) return void socket.destroy();
     const ctx = acceptConnection(rt, section, sockets, socket);
     if (ctx === null) return;
     onSocksConnection(rt, ctx, socket).catch((error: unknown) => {
@@ -87,12 +96,13 @@ interface ListenerServers {
   readonly http: http.Server | null;
 }
 
-function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>): ListenerServers {
-  if (section.protocol === 'socks5') return { server: createSocksServer(rt, section, sockets), http: null };
+function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>, gate: AcceptGate): ListenerServers {
+  if (section.protocol === 'socks5') return { server: createSocksServer(rt, section, sockets, gate), http: null };
   const httpServer = createHttpServer(rt, limits);
   // The listener itself is a plain net server: each connection's first chunk goes to the CONNECT fast
   // path (connect-head.ts) or, unchanged, to node:http.
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: SOCKET_HIGH_WATER_MARK }, (socket: TaggedSocket) => {
+    if (!gate.isOpen) return void socket.destroy();
     const ctx = acceptConnection(rt, section, sockets, socket);
     if (ctx !== null) awaitFirstChunk(rt, ctx, socket, httpServer, limits);
   });
@@ -230,51 +240,20 @@ function fault(rt: ProxyRuntime, res: http.ServerResponse, error: unknown): void
   writeResponseDenial(res, { reason: 'origin_failed', destination: null, grant: null }, true);
 }
 
-async function listenOn(server: net.Server, listen: string): Promise<string> {
-  if (listen.startsWith('unix:')) {
-    const file = listen.slice(5);
-    await removeStaleSocket(file);
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(file, () => {
-        server.removeListener('error', reject);
-        resolve();
-      });
-    });
-    return listen;
-  }
-  const colon = listen.lastIndexOf(':');
-  const host = listen.slice(0, colon).replace(/^\[|\]$/g, '');
-  const port = Number(listen.slice(colon + 1));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ host, port, exclusive: true }, () => {
-      server.removeListener('error', reject);
-      resolve();
-    });
-  });
-  const address = server.address() as net.AddressInfo;
-  return address.family === 'IPv6' ? `[${address.address}]:${address.port}` : `${address.address}:${address.port}`;
-}
-
-/** A socket file left by a crashed run blocks listen(); remove it only if nothing answers on it. */
-async function removeStaleSocket(file: string): Promise<void> {
-  const stat = await fs.stat(file).catch(() => null);
-  if (stat === null || !stat.isSocket()) return;
-  if (!(await isUnixSocketAlive(file))) await fs.unlink(file);
-}
-
 export async function startListeners(rt: ProxyRuntime, sections: readonly ListenerSection[], limits: HttpLimits): Promise<BoundListener[]> {
   const bound: BoundListener[] = [];
   try {
     for (const section of sections) {
       const sockets = new Set<net.Socket>();
-      const { server, http: httpServer } = createListenerServer(rt, section, limits, sockets);
-      const address = await listenOn(server, section.listen);
+      const acceptGate: AcceptGate = { isOpen: false };
+      const { server, http: httpServer } = createListenerServer(rt, section, limits, sockets, acceptGate);
+      const { address, socketFile } = await bindListener(server, section);
+      // Nothing is served before the socket file has its final mode, as on the admin socket.
+      acceptGate.isOpen = true;
       // node:http sets up its connection tracking (header timeouts, closeIdleConnections) on
       // 'listening'; it is fed sockets by the listener instead of listening itself.
       httpServer?.emit('listening');
-      bound.push({ name: section.name, address, server, http: httpServer, sockets });
+      bound.push({ name: section.name, address, server, http: httpServer, sockets, socketFile });
     }
   } catch (error) {
     await stopListeners(bound);
@@ -285,7 +264,7 @@ export async function startListeners(rt: ProxyRuntime, sections: readonly Listen
 
 /**
  * Stops accepting at once, lets live connections finish for up to `drainMs`, then ends the rest
- * (tunnels record proxy_shutdown). Unix socket files are removed by server.close().
+ * (tunnels record proxy_shutdown), and removes each Unix socket file that is still this listener's.
  */
 export async function stopListeners(listeners: readonly BoundListener[], drainMs = 0): Promise<void> {
   const closed = listeners.map((l) => new Promise<void>((resolve) => l.server.close(() => resolve())));
@@ -305,6 +284,7 @@ export async function stopListeners(listeners: readonly BoundListener[], drainMs
     }
   }
   await Promise.all(closed);
+  for (const l of listeners) if (l.socketFile !== null) await removeSocketFile(l.socketFile);
 }
 
 function drained(listeners: readonly BoundListener[], drainMs: number): Promise<void> {
