@@ -6,6 +6,7 @@ import type { Config, ConfigIssue } from './config/index.js';
 import type { SluiceApp } from './app.js';
 import type { ProxyRuntime } from './proxy/index.js';
 import type { GrantIssueFlags } from './cli/index.js';
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -223,11 +224,38 @@ interface RunFlags extends GrantIssueFlags {
 
 /** Paths of a config that a sandbox must never see: the file itself, state, audit log, secrets. */
 function configPaths(file: string, config: Config): string[] {
-  const paths = [path.resolve(file), config.state, config.audit.file];
+  const paths = [file, config.state, config.audit.file];
   if (config.admin.listen?.startsWith('unix:') === true) paths.push(path.dirname(config.admin.listen.slice('unix:'.length)));
-  const route = config.route as { proxy?: { credentialsFile?: string }; pac?: { file?: string } };
-  for (const secret of [route.proxy?.credentialsFile, route.pac?.file]) if (secret !== undefined) paths.push(secret);
-  return paths.map((p) => path.resolve(process.cwd(), p));
+  const route = config.route as { proxy?: { credentialsFile?: string }; pac?: { file?: string; credentialsFile?: string } };
+  for (const secret of [route.proxy?.credentialsFile, route.pac?.file, route.pac?.credentialsFile]) if (secret !== undefined) paths.push(secret);
+  return paths.filter((p) => path.isAbsolute(p));
+}
+
+/**
+ * What the sandbox must not see of Sluice: the --config given, and every running Sluice's config that
+ * lies under a tree the sandbox will see (found in /proc), with the files each names. Parsing a config
+ * costs a config-module load, so only those that could be seen are parsed.
+ */
+async function hiddenSluicePaths(options: RunFlags): Promise<string[]> {
+  const { findRunningConfigs } = await import('./cli/index.js');
+  const { loadConfig } = await import('./config/index.js');
+  const real = (p: string): string => {
+    try {
+      return fs.realpathSync(p);
+    } catch {
+      return path.resolve(p);
+    }
+  };
+  const trees = [...((options.write ?? []).length > 0 ? (options.write ?? []) : [process.cwd()]), ...(options.read ?? [])].map(real);
+  const isSeen = (file: string): boolean => trees.some((t) => t === '/' || real(file) === t || real(file).startsWith(`${t}/`));
+  const configs = findRunningConfigs().filter((c) => isSeen(c.file));
+  if (options.config !== undefined) configs.push({ file: path.resolve(options.config), cwd: process.cwd() });
+  const hidden: string[] = [];
+  for (const { file, cwd } of configs) {
+    const loaded = await loadConfig(file, cwd);
+    hidden.push(file, ...(loaded.ok ? configPaths(file, loaded.config) : []));
+  }
+  return hidden;
 }
 
 async function runRun(command: string[], options: RunFlags): Promise<void> {
@@ -238,7 +266,7 @@ async function runRun(command: string[], options: RunFlags): Promise<void> {
   };
   const isOwned = (options.destination?.length ?? 0) > 0 || options.unrestricted === true;
   if (isOwned === (options.grantSocket !== undefined)) return usage('give either --grant-socket SOCK or --destination URL (a grant for this run only)');
-  const config = options.config === undefined ? undefined : await loadOrExit(options.config);
+  if (options.config !== undefined) await loadOrExit(options.config);
   let grant: { admin: string; adminToken: string | undefined; spec: Record<string, unknown>; generation: string | undefined } | undefined;
   if (isOwned) {
     try {
@@ -263,7 +291,7 @@ async function runRun(command: string[], options: RunFlags): Promise<void> {
       read: (options.read ?? []).map((p) => path.resolve(p)),
       envFlags: options.env ?? [],
       callerEnv: process.env,
-      hidden: config === undefined || options.config === undefined ? [] : configPaths(options.config, config),
+      hidden: await hiddenSluicePaths(options),
       node: process.execPath,
       initScript: fileURLToPath(new URL('./sandbox-init.js', import.meta.url)),
       arch: process.arch,

@@ -2,5 +2,6 @@
 export * from './grant.js';
 export * from './run.js';
 export * from './run-grant.js';
+export * from './running-configs.js';
 export * from './sandbox-plan.js';
 export * from './seccomp-filter.js';
