@@ -1,0 +1,41 @@
+// Finding the running Sluice processes' config files from a /proc-shaped tree, so `sluice run` hides
+// them even when the caller gave no --config (review security-2026-12 finding 4: the config was writable).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { findRunningConfigs } from '../../../src/cli/index.js';
+
+let proc: string;
+
+function fakeProcess(pid: string, argv: readonly string[], cwd: string | null): void {
+  fs.mkdirSync(path.join(proc, pid));
+  fs.writeFileSync(path.join(proc, pid, 'cmdline'), `${argv.join('\0')}\0`);
+  if (cwd !== null) fs.symlinkSync(cwd, path.join(proc, pid, 'cwd'));
+}
+
+beforeAll(() => {
+  proc = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-proc-'));
+  fakeProcess('101', ['node', '/opt/sluice/bin/sluice.js', 'start', '--config', 'sluice.yaml'], '/srv/a');
+  fakeProcess('102', ['/usr/bin/node', '/x/dist/main.js', 'start', '--config=/etc/sluice/b.yaml'], '/');
+  fakeProcess('103', ['sluice', 'start', '--config', '../c.yaml'], '/srv/c/sub');
+  fakeProcess('104', ['node', '/opt/sluice/bin/sluice.js', 'check-config', 'x.yaml'], '/srv/d');
+  fakeProcess('105', ['python3', 'start', '--config', 'y.yaml'], '/srv/e');
+  fakeProcess('106', ['node', 'sluice.js', 'start', '--config', 'z.yaml'], null);
+  fs.mkdirSync(path.join(proc, 'self'));
+});
+afterAll(() => fs.rmSync(proc, { recursive: true, force: true }));
+
+describe('findRunningConfigs', () => {
+  it('finds `sluice start --config FILE` in any spelling, resolved against the process’s working directory', () => {
+    expect(findRunningConfigs(proc).sort((a, b) => a.file.localeCompare(b.file))).toEqual([
+      { file: '/etc/sluice/b.yaml', cwd: '/' },
+      { file: '/srv/a/sluice.yaml', cwd: '/srv/a' },
+      { file: '/srv/c/c.yaml', cwd: '/srv/c/sub' },
+    ]);
+  });
+
+  it('answers nothing, without throwing, when /proc cannot be read', () => {
+    expect(findRunningConfigs(path.join(proc, 'missing'))).toEqual([]);
+  });
+});
