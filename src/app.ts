@@ -114,7 +114,10 @@ export async function buildRuntime(
   let audit = options.audit;
   if (audit === undefined) {
     try {
-      audit = createFileSink(config.audit.file, (error) => log.error({ code: error.code, file: config.audit.file }, `audit write failed: ${error.message}`));
+      audit = createFileSink(config.audit.file, {
+        onError: (error) => log.error({ code: error.code, file: config.audit.file }, `audit write failed: ${error.message}`),
+        onWarning: (message, fields) => log.warn(fields, message),
+      });
     } catch (error) {
       return { ok: false, issues: [{ path: 'audit.file', message: `cannot open ${config.audit.file}: ${(error as Error).message}` }] };
     }

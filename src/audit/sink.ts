@@ -1,5 +1,5 @@
-// The audit sink: JSON lines to stdout, stderr or a file, written in batches off the event loop
-// (BatchWriter); flush() on shutdown. Operational messages use pino on stderr.
+// The audit sink: JSON lines to stdout, stderr or a file (mode 0600, narrowed to it when looser), written
+// in batches off the event loop (BatchWriter); flush() on shutdown. Operational messages use pino on stderr.
 import fs from 'node:fs';
 import path from 'node:path';
 import pino from 'pino';
@@ -13,19 +13,54 @@ export interface AuditSink {
   flush(): Promise<void>;
 }
 
-function openDestination(file: string): number {
+/** What the sink reports besides records: write faults, and a loose audit file it narrowed. */
+export interface FileSinkHooks {
+  onError(error: NodeJS.ErrnoException): void;
+  onWarning(message: string, fields: object): void;
+}
+
+/** Only Sluice's user reads or writes the audit log: it is the record operators trust (finding 9). */
+export const AUDIT_FILE_MODE = 0o600;
+/** Bits that let others forge the log (group- or world-writable) or read it (world-readable). */
+const LOOSE_BITS = [
+  [0o020, 'group-writable'],
+  [0o002, 'world-writable'],
+  [0o004, 'world-readable'],
+] as const;
+
+function openDestination(file: string, hooks: FileSinkHooks): number {
   if (file === 'stdout') return 1;
   if (file === 'stderr') return 2;
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  return fs.openSync(file, 'a');
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  // The mode applies only when the file is created; an existing one is narrowed below.
+  const fd = fs.openSync(file, 'a', AUDIT_FILE_MODE);
+  try {
+    narrowMode(fd, file, hooks);
+  } catch (error) {
+    fs.closeSync(fd);
+    throw error;
+  }
+  return fd;
+}
+
+/** A regular file that others may write or read is set to 0600, with a warning; devices and pipes are left alone. */
+function narrowMode(fd: number, file: string, hooks: FileSinkHooks): void {
+  const stat = fs.fstatSync(fd);
+  if (!stat.isFile()) return;
+  const mode = stat.mode & 0o777;
+  const loose = LOOSE_BITS.filter(([bit]) => (mode & bit) !== 0).map(([, name]) => name);
+  if (loose.length === 0) return;
+  const was = `0${mode.toString(8)}`;
+  fs.fchmodSync(fd, AUDIT_FILE_MODE);
+  hooks.onWarning(`audit file ${file} was ${loose.join(', ')} (mode ${was}); set it to 0600`, { file, mode: was });
 }
 
 /**
  * Opens the destination now (a bad path fails startup, not the first record). Write errors after that
- * are reported through `onError`; the proxy keeps serving.
+ * are reported through `hooks.onError`; the proxy keeps serving.
  */
-export function createFileSink(file: string, onError: (error: NodeJS.ErrnoException) => void, options: BatchWriterOptions = DEFAULT_BATCH): AuditSink {
-  const writer = new BatchWriter(openDestination(file), options, onError);
+export function createFileSink(file: string, hooks: FileSinkHooks, options: BatchWriterOptions = DEFAULT_BATCH): AuditSink {
+  const writer = new BatchWriter(openDestination(file, hooks), options, (error) => hooks.onError(error));
   return {
     write(record) {
       writer.append(formatRecord(record));
