@@ -238,7 +238,6 @@ function configPaths(file: string, config: Config): string[] {
  */
 async function hiddenSluicePaths(options: RunFlags): Promise<string[]> {
   const { findRunningConfigs } = await import('./cli/index.js');
-  const { loadConfig } = await import('./config/index.js');
   const real = (p: string): string => {
     try {
       return fs.realpathSync(p);
@@ -251,6 +250,8 @@ async function hiddenSluicePaths(options: RunFlags): Promise<string[]> {
   const configs = findRunningConfigs().filter((c) => isSeen(c.file));
   if (options.config !== undefined) configs.push({ file: path.resolve(options.config), cwd: process.cwd() });
   const hidden: string[] = [];
+  if (configs.length === 0) return hidden;
+  const { loadConfig } = await import('./config/index.js');
   for (const { file, cwd } of configs) {
     const loaded = await loadConfig(file, cwd);
     hidden.push(file, ...(loaded.ok ? configPaths(file, loaded.config) : []));
