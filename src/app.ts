@@ -8,7 +8,7 @@ import { Ledger, LedgerStore, type GrantRecord } from './ledger/index.js';
 import { Resolver, SelfAddresses, createServersLookup, createSystemLookup } from './resolve/index.js';
 import { buildRoutes, type PacSource } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive } from './egress/index.js';
-import { resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
+import { inspectAdminSocketDir, resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
 import { createForwardAgent } from './relay/index.js';
 import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
@@ -95,6 +95,13 @@ async function checkSocketGroups(config: Config): Promise<ConfigIssue[]> {
   return issues;
 }
 
+/** A world-writable admin socket directory is refused here, so check-config reports it too. */
+async function checkAdminSocketDir(config: Config): Promise<ConfigIssue[]> {
+  if (config.admin.listen === undefined) return [];
+  const { refusal } = await inspectAdminSocketDir(config.admin.listen);
+  return refusal === null ? [] : [{ path: 'admin.listen', message: refusal }];
+}
+
 /** Builds the runtime without listening or reading state: used by `start`, `explain` and `check-config`. */
 export async function buildRuntime(
   config: Config,
@@ -102,7 +109,12 @@ export async function buildRuntime(
 ): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null; pac: PacSource | null; tokens: ReadonlyMap<string, Buffer> }>> {
   const self = new SelfAddresses(selfListeners(config));
   const hosts = compileHosts(config.dns.hosts);
-  const issues = [...checkConfigGrants(config.grants, options.env, self), ...(hosts.ok ? [] : hosts.issues), ...(await checkSocketGroups(config))];
+  const issues = [
+    ...checkConfigGrants(config.grants, options.env, self),
+    ...(hosts.ok ? [] : hosts.issues),
+    ...(await checkSocketGroups(config)),
+    ...(await checkAdminSocketDir(config)),
+  ];
   if (!hosts.ok || issues.length > 0) return { ok: false, issues };
   const lookup =
     options.lookup ??

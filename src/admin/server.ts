@@ -9,6 +9,7 @@ import { MAX_BODY_BYTES, parseJsonBody, readBody, sendJson } from './http-io.js'
 import { isUnixListen } from '../config/index.js';
 import { bindAdminServer, removeAdminSocketFile, type UnixSocketProbe } from './listen.js';
 import { matchRoute, PARAM_MESSAGE, type AdminRoute } from './router.js';
+import { inspectAdminSocketDir } from './socket-dir.js';
 import { ADMIN_ROUTES } from './routes/index.js';
 
 export interface AdminServerOptions {
@@ -63,6 +64,9 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     if (socket.writable) socket.end(BAD_REQUEST);
     else socket.destroy();
   });
+  const dir = await inspectAdminSocketDir(options.listen);
+  if (dir.refusal !== null) throw new Error(`admin.listen: ${dir.refusal}`);
+  if (dir.warning !== null) options.log.warn({ directory: dir.directory }, dir.warning);
   const bound = await bindAdminServer(server, options.listen, options.isUnixSocketAlive, secure).catch((error: unknown) => {
     if (server.listening) server.close();
     throw error;
