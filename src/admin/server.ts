@@ -13,10 +13,10 @@ import { inspectAdminSocketDir } from './socket-dir.js';
 import { ADMIN_ROUTES } from './routes/index.js';
 
 export interface AdminServerOptions {
-  /** `unix:/abs/path` (file mode is the authentication) or `host:port` (bearer token required). */
+  /** `unix:/abs/path` (the file mode, plus the bearer token when one is configured) or `host:port` (bearer token required). */
   readonly listen: string;
   readonly control: ProxyControl;
-  /** SHA-256 of the admin bearer token; required for a TCP listener, ignored on a Unix socket. */
+  /** SHA-256 of the admin bearer token; required for a TCP listener, and once set required on a Unix socket too. */
   readonly adminTokenSha256: Buffer | null;
   readonly log: OperationalLog;
   /** Probes a leftover socket file before it is removed; app.ts passes egress's `isUnixSocketAlive`. */
@@ -42,7 +42,7 @@ interface AdminContext {
 
 export async function startAdminServer(options: AdminServerOptions): Promise<AdminServer> {
   const isUnix = isUnixListen(options.listen);
-  const tokenSha256 = isUnix ? null : requireToken(options.listen, options.adminTokenSha256);
+  const tokenSha256 = adminToken(options.listen, isUnix, options.adminTokenSha256);
   const ctx: AdminContext = { control: options.control, tokenSha256, log: options.log, routes: ADMIN_ROUTES };
   const server = http.createServer({ headersTimeout: 10_000, requestTimeout: 30_000 });
   const secure = { value: false };
@@ -87,8 +87,13 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   };
 }
 
-function requireToken(listen: string, digest: Buffer | null): Buffer {
+/**
+ * TCP always needs a token. A Unix socket needs one when one is configured: reaching the file must not be
+ * enough for a process that shares Sluice's uid or was handed the socket (review 2026-12, findings 2, 12).
+ */
+function adminToken(listen: string, isUnix: boolean, digest: Buffer | null): Buffer | null {
   if (digest === null) {
+    if (isUnix) return null;
     throw new Error(`admin.listen ${listen} is TCP: set admin.tokenSha256 or admin.tokenEnv (a TCP admin listener requires a bearer token), or use unix:/path`);
   }
   if (digest.length !== 32) throw new Error('the admin token digest must be 32 bytes (SHA-256)');
