@@ -34,8 +34,9 @@ export function tableLookup(table: Record<string, readonly string[]>, counter?: 
 export const silentLog = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
 export async function startSluice(config: Record<string, unknown>, options: { lookup?: LookupAll; env?: Record<string, string> } = {}): Promise<TestSluice> {
-  // Each instance gets its own state dir, so ledgers (revocations) never leak between tests.
-  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-state-'));
+  // Each instance gets its own state dir, so ledgers (revocations) never leak between tests. A config
+  // that names its own state dir owns it (and removes it); none is made for it here.
+  const stateDir = config['state'] === undefined ? fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-state-')) : '';
   const withDefaults = {
     listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }],
     state: stateDir,

@@ -1,0 +1,91 @@
+// Threat: a hostile command under `sluice run` acts on host processes or regains privilege (review
+// 2026-12, findings 1 and 4; issue 12). Before bubblewrap, root's sandbox kept every capability and
+// the host PID namespace: `nsenter -t <sluice pid> -n` left the network namespace, and any sandbox
+// could SIGKILL or SIGHUP Sluice (and, as root, read its environ with the tokenEnv secrets). From
+// inside, one script (test/support/sandbox-attacks.sh) tries, against Sluice (this worker) and a
+// victim host process of the caller's own uid that holds a secret in its environment:
+// - kill -0 and kill -HUP; reading /proc/<pid>/environ; nsenter into its net, mount and user
+//   namespaces; PTRACE_ATTACH; and whether its session leader is outside (no --new-session: TIOCSTI);
+// - privileges: any capability, no_new_privs unset, no seccomp filter, a namespace shared with the
+//   host, mount(2) of a tmpfs, unshare -U / -n / -Urn (user namespaces are off inside), and the
+//   calls the filter must refuse (keyctl, bpf, ptrace itself).
+// Every attempt must fail; on the host, Sluice received no SIGHUP and the victim is alive. Runs as
+// root and as uid 21001 (the victim then runs as 21001 too, so ownership alone does not protect it).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ChildProcess } from 'node:child_process';
+import { giveTo, identities, killAll, sandboxSkipReason } from '../support/sandbox.js';
+import {
+  PREFLIGHT_CHECKS,
+  attackLine,
+  checkLine,
+  isAlive,
+  runAttacks,
+  startVictim,
+  startWorstCase,
+  type AttackRun,
+  type WorstCase,
+} from '../support/sandbox-worst-case.js';
+
+const skip = sandboxSkipReason();
+if (skip !== null) console.log(`skipping sandbox-escape-proc: ${skip}`);
+
+const ATTACKS = [
+  'signal-sluice',
+  'hup-sluice',
+  'signal-victim',
+  'hup-victim',
+  'environ-sluice',
+  'environ-victim',
+  'nsenter-sluice-net',
+  'nsenter-victim-net-mnt',
+  'nsenter-victim-user',
+  'ptrace-sluice',
+  'ptrace-victim',
+  'session-leader-outside',
+  'capabilities',
+  'no-new-privs-unset',
+  'seccomp-missing',
+  ...['user', 'pid', 'mnt', 'ipc', 'uts', 'net'].map((ns) => `namespace-${ns}`),
+  'mount-tmpfs',
+  'unshare-user',
+  'unshare-net',
+  'unshare-user-net',
+  'seccomp-keyctl',
+  'seccomp-bpf',
+  'ptrace-traceme',
+];
+
+describe.skipIf(skip !== null).each(identities())('sluice run: processes and privileges, as $label', (identity) => {
+  let w: WorstCase;
+  let victim: ChildProcess;
+  let attack: AttackRun;
+
+  beforeAll(async () => {
+    w = await startWorstCase();
+    giveTo(identity, w.dir, w.callerHome);
+    victim = startVictim(identity);
+    attack = await runAttacks(w, identity, victim, { groups: ['proc', 'priv'], args: ['--grant-socket', w.aSocket] });
+  }, 120_000);
+  afterAll(async () => {
+    killAll();
+    await w?.close();
+  });
+
+  it('runs the whole script confined and returns its exit status', () => {
+    expect(attack.report.summary).toContain('exited 0');
+    expect(attack.report.completed).toBe(true);
+  });
+
+  it.each(PREFLIGHT_CHECKS)('can make the attempts: %s', (name) => {
+    expect(checkLine(attack.report, name)).toBe(`CHECK ${name} OK`);
+  });
+
+  it.each(ATTACKS)('blocks %s', (name) => {
+    expect(attackLine(attack.report, name)).toMatch(new RegExp(`^ATTACK ${name} BLOCKED`));
+  });
+
+  it('leaves Sluice unsignalled and the victim running', () => {
+    expect(w.hupsReceived).toBe(0);
+    expect(isAlive(victim)).toBe(true);
+  });
+});
