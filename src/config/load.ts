@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { isUnixListen } from './listen-address.js';
+import { isLoopbackTcpListen, isUnixListen, NON_LOOPBACK_DEDICATED_MESSAGE } from './listen-address.js';
 import { configSchema, type ConfigFile } from './schema.js';
 
 export interface ConfigIssue {
@@ -85,9 +85,13 @@ function crossCheck(config: ConfigFile): ConfigIssue[] {
   return issues;
 }
 
+/** Review 2026-12, finding 12: a token-less listener must not be reachable from the network. */
 function listenerExposure(listener: ConfigFile['listeners'][number], i: number): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
   const isUnix = isUnixListen(listener.listen);
+  if (listener.grant !== undefined && !isUnix && !isLoopbackTcpListen(listener.listen)) {
+    issues.push({ path: `listeners[${i}].listen`, message: `${listener.listen}: ${NON_LOOPBACK_DEDICATED_MESSAGE}` });
+  }
   if (listener.socketGroup !== undefined && !isUnix) {
     issues.push({ path: `listeners[${i}].socketGroup`, message: 'only a unix:/path listener has a socket file to give to a group' });
   }

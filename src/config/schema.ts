@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { GRANTABLE_CLASSES } from '../core/index.js';
 import net from 'node:net';
 import { Defaults } from './defaults.js';
+import { isLoopbackTcpListen, isUnixListen, NON_LOOPBACK_DEDICATED_MESSAGE } from './listen-address.js';
 
 const listenAddress = z
   .string()
@@ -61,7 +62,8 @@ const grantFields = {
 /** A grant issued at run time (POST /v1/grants): the same fields as config, never an id or a token. */
 export const grantSpecSchema = z.strictObject({
   ...grantFields,
-  listen: listenAddress.optional(),
+  // Every connection on a dedicated listener acts for the grant without a token (finding 12).
+  listen: listenAddress.refine((v) => isUnixListen(v) || isLoopbackTcpListen(v), { message: NON_LOOPBACK_DEDICATED_MESSAGE }).optional(),
 });
 export type GrantSpec = z.infer<typeof grantSpecSchema>;
 
@@ -107,7 +109,7 @@ export const configSchema = z.strictObject({
     .strictObject({
       listen: listenAddress.optional(),
       metrics: listenAddress.optional(),
-      /** Required for a TCP admin listener: SHA-256 of the bearer admin token, or the variable holding it. */
+      /** SHA-256 of the admin bearer token, or the variable holding it: required on TCP; once set, required on a Unix socket too. */
       tokenSha256: z.string().regex(/^[0-9a-f]{64}$/i, 'expected 64 hex digits (SHA-256 of the token)').optional(),
       tokenEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment variable name').optional(),
       drainTimeoutMs: positiveMs.default(Defaults.admin.drainTimeoutMs),

@@ -1,5 +1,6 @@
 // Listeners opened at run time for one grant (`"listen"` in POST /v1/grants): every connection on one
 // acts for that grant. Revoking the grant closes its listener and removes its socket file.
+import { isLoopbackTcpListen, isUnixListen, NON_LOOPBACK_DEDICATED_MESSAGE } from '../config/index.js';
 import type { SelfAddresses } from '../resolve/index.js';
 import type { ProxyRuntime } from './runtime.js';
 import { startListeners, stopListeners, type BoundListener, type HttpLimits } from './server.js';
@@ -22,6 +23,8 @@ export class DedicatedListeners {
   }
 
   async open(grantId: string, listen: string): Promise<string> {
+    // The admin API refuses such an address already; a ledger written before that check may hold one.
+    if (!isUnixListen(listen) && !isLoopbackTcpListen(listen)) throw new Error(`${listen}: ${NON_LOOPBACK_DEDICATED_MESSAGE}`);
     await this.close(grantId);
     const [bound] = await startListeners(this.rt, [{ name: DEDICATED_LISTENER_NAME, listen, grant: grantId, protocol: 'http' }], this.limits);
     if (bound === undefined) throw new Error('listener did not start');

@@ -41,6 +41,11 @@ describe('check-config and start agree', () => {
         return { listeners: [{ name: 'shared', listen: '127.0.0.1:0' }], admin: { listen: `unix:${path.join(shared, 'admin.sock')}` } };
       },
     ],
+    [
+      'a listener bound to a grant on 0.0.0.0, which needs no token',
+      'listeners[0].listen',
+      () => ({ listeners: [{ name: 'sandbox', listen: '0.0.0.0:0', grant: 'a' }], grants: [{ id: 'a', destinations: ['https://a.test'] }] }),
+    ],
   ];
 
   it.each(cases)('%s: both exit 2 naming %s', (name, keyPath, config) => {

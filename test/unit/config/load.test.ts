@@ -28,3 +28,21 @@ describe('listeners[].socketGroup', () => {
     expect(issues.map((i) => i.path)).toContain('listeners[0].socketGroup');
   });
 });
+
+describe('a listener bound to a grant (no token needed) must not be reachable from the network', () => {
+  it.each([['0.0.0.0:3180'], ['[::]:3180'], ['192.0.2.7:3180'], ['10.0.0.1:0'], ['localhost:3180'], ['[::ffff:127.0.0.1]:3180']])(
+    'refuses %s at listeners[N].listen',
+    (listen) => {
+      const issues = issuesOf({ listeners: [{ name: 'shared', listen: '127.0.0.1:0' }, { name: 'sandbox', listen, grant: 'a' }] });
+      expect(issues).toEqual([expect.objectContaining({ path: 'listeners[1].listen', message: expect.stringContaining('loopback') })]);
+    },
+  );
+
+  it.each([['127.0.0.1:0'], ['127.9.9.9:3180'], ['[::1]:3180'], ['unix:/run/a.sock']])('accepts %s', (listen) => {
+    expect(issuesOf({ listeners: [{ name: 'sandbox', listen, grant: 'a' }] })).toEqual([]);
+  });
+
+  it('leaves token-identified listeners where the operator puts them', () => {
+    expect(issuesOf({ listeners: [{ name: 'shared', listen: '0.0.0.0:3180', identify: 'token' }] })).toEqual([]);
+  });
+});
