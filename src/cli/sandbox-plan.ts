@@ -157,17 +157,44 @@ function planMasks(spec: SandboxSpec, visible: readonly string[]): MaskResult {
     const refused = mask(target);
     if (refused !== null) return { ok: false, message: refused };
   }
-  for (const socket of spec.liveSockets) {
-    const real = realOrSelf(socket);
-    if (!visible.some((root) => isWithin(real, root))) continue;
-    const dir = path.dirname(real);
-    const holdsRoot = visible.some((root) => isWithin(root, dir));
-    const refused = mask(holdsRoot ? real : dir);
-    if (refused !== null) return { ok: false, message: refused };
+  for (const listed of spec.liveSockets) {
+    const found = locateSocket(listed);
+    if (found === null || !visible.some((root) => isWithin(found.dir, root))) continue;
+    // A directory that is, or holds, a tree the caller named cannot be covered: cover its sockets.
+    const holdsRoot = visible.some((root) => isWithin(root, found.dir));
+    const targets = holdsRoot ? socketsIn(found.dir) : [found.dir];
+    for (const target of targets) {
+      const refused = mask(target);
+      if (refused !== null) return { ok: false, message: refused };
+    }
   }
   // A covered directory makes masks below it redundant (and bwrap could not create their mount points).
   const steps = [...masked.values()].filter((s) => ![...masked.keys()].some((other) => other !== s.dest && isWithin(s.dest, other)));
   return { ok: true, steps };
+}
+
+/**
+ * Where a socket listed in /proc/net/unix lives now. The listed path is the one it was bound at; a
+ * socket bound in a staging directory and linked into place (Sluice does this to set its mode first,
+ * ADR 0014) lists a path that is gone, so the nearest directory that still exists stands for it.
+ */
+function locateSocket(listed: string): { readonly dir: string } | null {
+  let at = realOrSelf(listed);
+  if (lstat(at)?.isSocket() === true) return { dir: path.dirname(at) };
+  while (at !== '/') {
+    at = path.dirname(at);
+    if (isDirectory(at)) return { dir: realOrSelf(at) };
+  }
+  return null;
+}
+
+/** The socket files directly in one directory. */
+function socketsIn(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir).map((name) => path.join(dir, name)).filter((file) => lstat(file)?.isSocket() === true);
+  } catch {
+    return [];
+  }
 }
 
 type EnvResult = { readonly ok: true; readonly env: Record<string, string> } | { readonly ok: false; readonly message: string };

@@ -3,6 +3,7 @@
 // the home directory) is absent (issue 12; review security-2026-12 findings 2-5).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { planSandbox, sandboxEnv, type SandboxSpec } from '../../../src/cli/index.js';
@@ -10,15 +11,30 @@ import { planSandbox, sandboxEnv, type SandboxSpec } from '../../../src/cli/inde
 let root: string;
 let project: string;
 let home: string;
+const servers: net.Server[] = [];
 
-beforeAll(() => {
+/** A real listening Unix socket: the plan tells sockets from files by their type. */
+function listenUnix(file: string): Promise<void> {
+  const server = net.createServer();
+  servers.push(server);
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(file, () => resolve());
+  });
+}
+
+beforeAll(async () => {
   root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-plan-')));
   project = path.join(root, 'project');
   home = path.join(root, 'home');
   for (const dir of [project, home, path.join(project, 'state'), path.join(project, 'src')]) fs.mkdirSync(dir, { recursive: true });
-  for (const file of ['state/admin.sock', 'state/a.sock', 'state/ledger.json', 'sluice.yaml', 'dev.sock', 'src/app.ts']) fs.writeFileSync(path.join(project, file), '');
+  for (const file of ['state/ledger.json', 'sluice.yaml', 'src/app.ts']) fs.writeFileSync(path.join(project, file), '');
+  for (const file of ['state/admin.sock', 'state/a.sock', 'dev.sock']) await listenUnix(path.join(project, file));
 });
-afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+afterAll(async () => {
+  await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
+  fs.rmSync(root, { recursive: true, force: true });
+});
 
 function spec(overrides: Partial<SandboxSpec> = {}): SandboxSpec {
   return {
@@ -106,6 +122,18 @@ describe('planSandbox: the filesystem view', () => {
     const m = mounts(argsOf(spec({ liveSockets: [path.join(project, 'dev.sock')] })));
     expect(m).toContain(`--ro-bind /dev/null ${path.join(project, 'dev.sock')}`);
     expect(m).toContain(`--bind ${project} ${project}`);
+  });
+
+  it('covers the nearest existing directory of a socket bound in a staging directory that is gone (bound, then linked into place)', () => {
+    const m = mounts(argsOf(spec({ liveSockets: [path.join(project, 'state/.sluice-x1y2/s')] })));
+    expect(m).toContain(`--tmpfs ${path.join(project, 'state')}`);
+  });
+
+  it('masks the sockets of a tree the caller named when a listed socket there is gone, leaving its files', () => {
+    const m = mounts(argsOf(spec({ liveSockets: [path.join(project, '.sluice-gone/s')] })));
+    expect(m).toContain(`--ro-bind /dev/null ${path.join(project, 'dev.sock')}`);
+    expect(m).toContain(`--bind ${project} ${project}`);
+    expect(m.join('\n')).not.toContain(`/dev/null ${path.join(project, 'sluice.yaml')}`);
   });
 
   it('masks Sluice’s config file and state directory given with --config', () => {
