@@ -102,6 +102,16 @@ async function checkAdminSocketDir(config: Config): Promise<ConfigIssue[]> {
   return refusal === null ? [] : [{ path: 'admin.listen', message: refusal }];
 }
 
+/** An admin.tokenEnv that names an unset variable is a config error for check-config too (finding 10). */
+function checkAdminToken(config: Config, env: AppOptions['env']): ConfigIssue[] {
+  try {
+    resolveAdminTokenSha256(config.admin, env);
+    return [];
+  } catch (error) {
+    return [{ path: 'admin.tokenEnv', message: (error as Error).message }];
+  }
+}
+
 /** Builds the runtime without listening or reading state: used by `start`, `explain` and `check-config`. */
 export async function buildRuntime(
   config: Config,
@@ -114,6 +124,7 @@ export async function buildRuntime(
     ...(hosts.ok ? [] : hosts.issues),
     ...(await checkSocketGroups(config)),
     ...(await checkAdminSocketDir(config)),
+    ...checkAdminToken(config, options.env),
   ];
   if (!hosts.ok || issues.length > 0) return { ok: false, issues };
   const lookup =

@@ -76,6 +76,7 @@ function crossCheck(config: ConfigFile): ConfigIssue[] {
     }
     issues.push(...listenerExposure(listener, i));
   });
+  issues.push(...adminExposure(config.admin));
   if (config.route.mode === 'proxy' && config.route.proxy === undefined) {
     issues.push({ path: 'route.proxy', message: 'route.mode is proxy but route.proxy is missing' });
   }
@@ -96,6 +97,17 @@ function listenerExposure(listener: ConfigFile['listeners'][number], i: number):
     issues.push({ path: `listeners[${i}].socketGroup`, message: 'only a unix:/path listener has a socket file to give to a group' });
   }
   return issues;
+}
+
+/** Review 2026-12, finding 10: checked here, so check-config and start both refuse it (exit 2). */
+function adminExposure(admin: ConfigFile['admin']): ConfigIssue[] {
+  if (admin.listen === undefined || isUnixListen(admin.listen) || admin.tokenSha256 !== undefined || admin.tokenEnv !== undefined) return [];
+  return [
+    {
+      path: 'admin.listen',
+      message: `${admin.listen} is TCP: set admin.tokenSha256 or admin.tokenEnv (a TCP admin listener requires a bearer token), or use unix:/path`,
+    },
+  ];
 }
 
 function resolveListen(listen: string, cwd: string): string {

@@ -1,6 +1,6 @@
 // Configs that would expose the admin API or a grant are refused the same way by `sluice check-config`
 // and `sluice start` (compiled dist/, as `npx sluice` runs them): exit 2, naming the key path
-// (review 2026-12, findings 10 and 12). `start` must refuse before it listens on anything.
+// (review 2026-12, findings 10 and 12; issue 12 part 3). `start` must refuse before it listens on anything.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -45,6 +45,16 @@ describe('check-config and start agree', () => {
       'a listener bound to a grant on 0.0.0.0, which needs no token',
       'listeners[0].listen',
       () => ({ listeners: [{ name: 'sandbox', listen: '0.0.0.0:0', grant: 'a' }], grants: [{ id: 'a', destinations: ['https://a.test'] }] }),
+    ],
+    [
+      'a TCP admin listener without a token',
+      'admin.listen',
+      () => ({ listeners: [{ name: 'shared', listen: '127.0.0.1:0' }], admin: { listen: '127.0.0.1:0' } }),
+    ],
+    [
+      'an admin token from a variable that is not set',
+      'admin.tokenEnv',
+      () => ({ listeners: [{ name: 'shared', listen: '127.0.0.1:0' }], admin: { listen: '127.0.0.1:0', tokenEnv: 'SLUICE_REFUSALS_UNSET_TOKEN' } }),
     ],
   ];
 

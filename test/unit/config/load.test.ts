@@ -46,3 +46,21 @@ describe('a listener bound to a grant (no token needed) must not be reachable fr
     expect(issuesOf({ listeners: [{ name: 'shared', listen: '0.0.0.0:3180', identify: 'token' }] })).toEqual([]);
   });
 });
+
+describe('a TCP admin listener needs a token (finding 10: a config error, not a start-up failure)', () => {
+  const listeners = [{ name: 'shared', listen: '127.0.0.1:0' }];
+
+  it('is refused at admin.listen without admin.tokenSha256 or admin.tokenEnv', () => {
+    expect(issuesOf({ listeners, admin: { listen: '127.0.0.1:9180' } })).toEqual([
+      expect.objectContaining({ path: 'admin.listen', message: expect.stringContaining('admin.tokenSha256') }),
+    ]);
+  });
+
+  it.each([
+    ['a token digest', { listen: '127.0.0.1:9180', tokenSha256: 'ab'.repeat(32) }],
+    ['a token variable', { listen: '[::1]:9180', tokenEnv: 'SLUICE_ADMIN_TOKEN' }],
+    ['a Unix socket without a token', { listen: 'unix:/run/sluice/admin.sock' }],
+  ])('is accepted with %s', (_what, admin) => {
+    expect(issuesOf({ listeners, admin })).toEqual([]);
+  });
+});
