@@ -247,7 +247,7 @@ async function hiddenSluicePaths(options: RunFlags): Promise<string[]> {
   };
   const trees = [...((options.write ?? []).length > 0 ? (options.write ?? []) : [process.cwd()]), ...(options.read ?? [])].map(real);
   const isSeen = (file: string): boolean => trees.some((t) => t === '/' || real(file) === t || real(file).startsWith(`${t}/`));
-  const configs = findRunningConfigs().filter((c) => isSeen(c.file));
+  const configs = findRunningConfigs('/proc', trees).filter((c) => isSeen(c.file));
   if (options.config !== undefined) configs.push({ file: path.resolve(options.config), cwd: process.cwd() });
   const hidden: string[] = [];
   if (configs.length === 0) return hidden;

@@ -1,7 +1,8 @@
 // Finds the config files of the Sluice processes running on this host (`sluice start --config FILE`,
 // read from /proc/<pid>/cmdline and resolved against /proc/<pid>/cwd), so that `sluice run` can hide
-// them and the files they name even when the caller did not pass --config. Reads /proc only; a process
-// it may not inspect (another user's, for a non-root caller) is skipped.
+// them and the files they name even when the caller did not pass --config. Reads /proc only. cmdline is
+// world-readable; cwd is not (another user's process, for a non-root caller), and then a relative path
+// is looked for in the directories the caller is about to show.
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -13,7 +14,11 @@ export interface RunningConfig {
   readonly cwd: string;
 }
 
-export function findRunningConfigs(proc = '/proc'): RunningConfig[] {
+/**
+ * `guessDirs`: where to look for a relative config path when the process's cwd cannot be read (a
+ * non-root caller and a Sluice of another user): every such directory that holds the file counts.
+ */
+export function findRunningConfigs(proc = '/proc', guessDirs: readonly string[] = []): RunningConfig[] {
   let pids: string[];
   try {
     pids = fs.readdirSync(proc).filter((name) => /^\d+$/.test(name));
@@ -32,13 +37,14 @@ export function findRunningConfigs(proc = '/proc'): RunningConfig[] {
     if (entry === -1 || argv[entry + 1] !== 'start') continue;
     const file = configArgument(argv.slice(entry + 2));
     if (file === null) continue;
+    let cwd: string | null = null;
     try {
-      const cwd = fs.readlinkSync(`${proc}/${pid}/cwd`);
-      const resolved = path.resolve(cwd, file);
-      configs.set(resolved, { file: resolved, cwd });
+      cwd = fs.readlinkSync(`${proc}/${pid}/cwd`);
     } catch {
-      continue;
+      cwd = null;
     }
+    const dirs = cwd !== null ? [cwd] : path.isAbsolute(file) ? ['/'] : guessDirs.filter((dir) => fs.existsSync(path.resolve(dir, file)));
+    for (const dir of dirs) configs.set(path.resolve(dir, file), { file: path.resolve(dir, file), cwd: dir });
   }
   return [...configs.values()];
 }

@@ -35,6 +35,18 @@ describe('findRunningConfigs', () => {
     ]);
   });
 
+  it('looks for a relative config in the given directories when the process’s cwd cannot be read (another user’s Sluice)', () => {
+    const project = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-guess-'));
+    fs.writeFileSync(path.join(project, 'z.yaml'), '');
+    try {
+      const found = findRunningConfigs(proc, [project, path.join(project, 'nowhere')]);
+      expect(found).toContainEqual({ file: path.join(project, 'z.yaml'), cwd: project });
+      expect(found.filter((c) => c.file.endsWith('/z.yaml'))).toHaveLength(1);
+    } finally {
+      fs.rmSync(project, { recursive: true, force: true });
+    }
+  });
+
   it('answers nothing, without throwing, when /proc cannot be read', () => {
     expect(findRunningConfigs(path.join(proc, 'missing'))).toEqual([]);
   });
