@@ -32,16 +32,12 @@ export async function bindUnixSocket(server: net.Server, file: string, gid: numb
   const staged = path.join(privateDir, 's');
   try {
     if (Buffer.byteLength(staged) > MAX_SOCKET_PATH_BYTES) {
-      throw new Error(`unix:${file}: the path is too long to bind privately first (${Buffer.byteLength(staged)} of ${MAX_SOCKET_PATH_BYTES} bytes); choose a shorter one`);
+      fail(file, `the path is too long to bind privately first (${Buffer.byteLength(staged)} of ${MAX_SOCKET_PATH_BYTES} bytes); choose a shorter one`);
     }
     await listenOnPath(server, staged);
     await fs.chmod(staged, gid === null ? SOCKET_FILE_MODE : GROUP_SOCKET_FILE_MODE);
-    if (gid !== null) await fs.chown(staged, -1, gid).catch((error: NodeJS.ErrnoException) => {
-      throw new Error(`unix:${file}: cannot give the socket to group ${gid} (${error.code ?? error.message}); Sluice's user must be root or a member of that group`);
-    });
-    await fs.link(staged, file).catch((error: NodeJS.ErrnoException) => {
-      throw new Error(error.code === 'EEXIST' ? `unix:${file}: the path exists and something answers on it, or it is not a socket` : `unix:${file}: ${error.message}`);
-    });
+    if (gid !== null) await fs.chown(staged, -1, gid).catch((error: NodeJS.ErrnoException) => fail(file, `cannot give the socket to group ${gid} (${error.code}); Sluice's user must be root or a member of that group`));
+    await fs.link(staged, file).catch((error: NodeJS.ErrnoException) => fail(file, error.code === 'EEXIST' ? 'the path exists and something answers on it, or it is not a socket' : error.message));
     return { path: file, ino: (await fs.stat(file)).ino };
   } catch (error) {
     if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -49,6 +45,10 @@ export async function bindUnixSocket(server: net.Server, file: string, gid: numb
   } finally {
     await fs.rm(privateDir, { recursive: true, force: true });
   }
+}
+
+function fail(file: string, why: string): never {
+  throw new Error(`unix:${file}: ${why}`);
 }
 
 /** After close: the file goes only if it is still ours (a later Sluice may have taken the path). */
