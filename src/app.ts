@@ -8,7 +8,7 @@ import { Ledger, LedgerStore, type GrantRecord } from './ledger/index.js';
 import { Resolver, SelfAddresses, createServersLookup, createSystemLookup } from './resolve/index.js';
 import { buildRoutes, type PacSource } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive } from './egress/index.js';
-import { inspectAdminSocketDir, resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
+import { checkAdminSection, resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
 import { createForwardAgent } from './relay/index.js';
 import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
@@ -19,7 +19,7 @@ import {
   DedicatedListeners,
   GrantRegistry,
   checkConfigGrants,
-  resolveSocketGroup,
+  checkSocketGroups,
   configTokens,
   createControl,
   startListeners,
@@ -84,34 +84,6 @@ function selfListeners(config: Config): string[] {
   return listens;
 }
 
-/** Every `listeners[].socketGroup` must name a group now, so check-config reports it, not the first start. */
-async function checkSocketGroups(config: Config): Promise<ConfigIssue[]> {
-  const issues: ConfigIssue[] = [];
-  for (const [i, listener] of config.listeners.entries()) {
-    if (listener.socketGroup !== undefined && (await resolveSocketGroup(listener.socketGroup)) === null) {
-      issues.push({ path: `listeners[${i}].socketGroup`, message: `no group named "${listener.socketGroup}" in /etc/group (give a numeric gid for a directory-service group)` });
-    }
-  }
-  return issues;
-}
-
-/** A world-writable admin socket directory is refused here, so check-config reports it too. */
-async function checkAdminSocketDir(config: Config): Promise<ConfigIssue[]> {
-  if (config.admin.listen === undefined) return [];
-  const { refusal } = await inspectAdminSocketDir(config.admin.listen);
-  return refusal === null ? [] : [{ path: 'admin.listen', message: refusal }];
-}
-
-/** An admin.tokenEnv that names an unset variable is a config error for check-config too (finding 10). */
-function checkAdminToken(config: Config, env: AppOptions['env']): ConfigIssue[] {
-  try {
-    resolveAdminTokenSha256(config.admin, env);
-    return [];
-  } catch (error) {
-    return [{ path: 'admin.tokenEnv', message: (error as Error).message }];
-  }
-}
-
 /** Builds the runtime without listening or reading state: used by `start`, `explain` and `check-config`. */
 export async function buildRuntime(
   config: Config,
@@ -122,9 +94,8 @@ export async function buildRuntime(
   const issues = [
     ...checkConfigGrants(config.grants, options.env, self),
     ...(hosts.ok ? [] : hosts.issues),
-    ...(await checkSocketGroups(config)),
-    ...(await checkAdminSocketDir(config)),
-    ...checkAdminToken(config, options.env),
+    ...(await checkSocketGroups(config.listeners)),
+    ...(await checkAdminSection(config.admin, options.env)),
   ];
   if (!hosts.ok || issues.length > 0) return { ok: false, issues };
   const lookup =

@@ -6,4 +6,4 @@ export { MAX_BODY_BYTES } from './http-io.js';
 export { ADMIN_ROUTES } from './routes/index.js';
 export type { UnixSocketProbe } from './listen.js';
 export { startMetricsServer, type MetricsServer } from './metrics-server.js';
-export { inspectAdminSocketDir, type SocketDirVerdict } from './socket-dir.js';
+export { checkAdminSection } from './check-config.js';
