@@ -2,17 +2,21 @@
 // 2026-12, findings 1 and 4; issue 12). Before bubblewrap, root's sandbox kept every capability and
 // the host PID namespace: `nsenter -t <sluice pid> -n` left the network namespace, and any sandbox
 // could SIGKILL or SIGHUP Sluice (and, as root, read its environ with the tokenEnv secrets). From
-// inside, one script (test/support/sandbox-attacks.sh) tries, against Sluice (this worker) and a
-// victim host process of the caller's own uid that holds a secret in its environment:
+// inside, one script (test/support/sandbox-attacks.sh) tries, against Sluice (a real
+// `sluice start --config sluice.yaml` child process running from DIR as root, with grant b's tokenEnv
+// secret in its environment) and a victim host process of the caller's own uid that holds a secret in
+// its environment:
 // - kill -0 and kill -HUP; reading /proc/<pid>/environ; nsenter into its net, mount and user
 //   namespaces; PTRACE_ATTACH; and whether its session leader is outside (no --new-session: TIOCSTI);
 // - privileges: any capability, no_new_privs unset, no seccomp filter, a namespace shared with the
 //   host, mount(2) of a tmpfs, unshare -U / -n / -Urn (user namespaces are off inside), and the
 //   calls the filter must refuse (keyctl, bpf, ptrace itself).
-// Every attempt must fail; on the host, Sluice received no SIGHUP and the victim is alive. Runs as
+// Every attempt must fail; on the host, Sluice logged no reload (each SIGHUP makes one: the host's own
+// SIGHUP afterwards shows it), it is still running, and the victim is alive. Runs as
 // root and as uid 21001 (the victim then runs as 21001 too, so ownership alone does not protect it).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
+import { waitUntil } from '../support/wait.js';
 import { giveTo, identities, killAll, sandboxSkipReason } from '../support/sandbox.js';
 import {
   PREFLIGHT_CHECKS,
@@ -84,8 +88,14 @@ describe.skipIf(skip !== null).each(identities())('sluice run: processes and pri
     expect(attackLine(attack.report, name)).toMatch(new RegExp(`^ATTACK ${name} BLOCKED`));
   });
 
-  it('leaves Sluice unsignalled and the victim running', () => {
+  it('leaves Sluice unsignalled and running, and the victim running', async () => {
     expect(w.hupsReceived).toBe(0);
+    expect(w.sluice.alive()).toBe(true);
     expect(isAlive(victim)).toBe(true);
+    // The control: a SIGHUP that does reach Sluice shows as exactly one reload.
+    process.kill(w.sluice.pid, 'SIGHUP');
+    await waitUntil(() => w.hupsReceived >= 1, { timeoutMs: 5000, label: 'Sluice logs the reload of the host’s SIGHUP' });
+    expect(w.hupsReceived).toBe(1);
+    expect(w.sluice.alive()).toBe(true);
   });
 });

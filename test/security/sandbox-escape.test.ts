@@ -1,15 +1,19 @@
 // Threat: a hostile command under `sluice run --grant-socket` reaches past its one grant (review
-// 2026-12, findings 1-5, 9, 12; issue 12). The setup is the review's worst case: the command runs
-// from DIR, which holds Sluice's sluice.yaml, its state/ (admin socket, ledger) and the dedicated
-// sockets of grant a (the command's: only allowed.test) and grant b (a loopback origin serving
-// SECRET-LOOPBACK-ORIGIN). From inside, one script (test/support/sandbox-attacks.sh) tries:
+// 2026-12, findings 1-5, 9, 12; issue 12). The setup is the review's worst case, started the review's
+// way: `cd DIR && node bin/sluice.js start --config sluice.yaml` (a real child process, every path in
+// its config relative to DIR), then `sluice run --grant-socket DIR/state/a.sock` from DIR. DIR holds
+// Sluice's sluice.yaml, its state/ (admin socket, ledger), its audit.jsonl and the dedicated sockets
+// of grant a (the command's: only allowed.test) and grant b (a loopback origin serving
+// SECRET-LOOPBACK-ORIGIN). `sluice run` is not told where Sluice's config is: it must find the running
+// Sluice in /proc. From inside, one script (test/support/sandbox-attacks.sh) tries:
 // - the admin socket: POST /v1/grants for an unrestricted grant with loopback (finding 2);
 // - grant b's socket, and grant c's token-less dedicated TCP listener on loopback (findings 3, 12);
 // - an abstract Unix socket bound on the host; a direct connection that ignores the proxy;
 //   DNS straight to the host's resolvers, 127.0.0.53 and a test resolver on 127.0.0.1;
 //   raw, packet and vsock sockets (a way past a network namespace that has only loopback);
 // - deleting Sluice's sockets or moving its state directory (denial of service for every principal);
-// - reading the ledger and rewriting sluice.yaml, which Sluice reloads (finding 4);
+// - reading the ledger, sluice.yaml and the audit file, and rewriting sluice.yaml, which Sluice
+//   reloads (finding 4);
 // - the caller's secrets in its environment or any sandbox process's (finding 5);
 // - host files: a world-readable marker outside DIR, /proc/1/root/…, /etc/shadow, the caller's HOME.
 // Every attempt must fail, and the granted request through the bridge must still work. Runs as root
@@ -45,6 +49,8 @@ const ATTACKS = [
   'abstract-socket',
   'rename-state-dir',
   'ledger-read',
+  'config-read',
+  'audit-read',
   'direct-loopback',
   'network-interfaces',
   ...HOST_NAMESERVERS.map((ns) => `dns-host-resolver-${ns}`),
@@ -102,16 +108,16 @@ describe.skipIf(skip !== null).each(identities())('sluice run --grant-socket fro
   it('still reaches the granted origin through the bridge, as grant a', () => {
     expect(checkLine(attack.report, 'granted-request')).toBe('CHECK granted-request OK');
     expect(w.allowed.requests.map((r) => r.url)).toContain('/through-bridge');
-    expect(w.sluice.decisions().find((d) => d.target.includes('allowed.test'))).toMatchObject({ principal: 'a', via: 'listener', reason: 'granted' });
+    expect(attack.decisions.find((d) => d.target.includes('allowed.test'))).toMatchObject({ principal: 'a', via: 'listener', reason: 'granted' });
   });
 
   it.each(ATTACKS)('blocks %s', (name) => {
     expect(attackLine(attack.report, name)).toMatch(new RegExp(`^ATTACK ${name.replace(/[.]/g, '\\.')} BLOCKED`));
   });
 
-  it('issues no grant through the admin socket, and no principal but a acts', () => {
-    expect(w.sluice.app.control.listGrants().map((g) => g.id)).toEqual(w.grantIds);
-    expect(w.sluice.decisions().filter((d) => d.principal !== 'a')).toEqual([]);
+  it('issues no grant through the admin socket, and no principal but a acts', async () => {
+    expect((await w.sluice.listGrants()).map((g) => g.id)).toEqual(w.grantIds);
+    expect(attack.decisions.filter((d) => d.principal !== 'a')).toEqual([]);
     expect(w.secret.requests).toEqual([]);
     expect(attack.run.stdout).not.toContain(SECRET_BODY);
   });
@@ -121,11 +127,20 @@ describe.skipIf(skip !== null).each(identities())('sluice run --grant-socket fro
     for (const file of [w.adminSocket, w.aSocket, w.bSocket]) expect(fs.statSync(file).isSocket(), file).toBe(true);
     expect(fs.existsSync(w.ledgerFile)).toBe(true);
     expect(await adminHealth(w.adminSocket)).toBe(200);
+    expect(w.sluice.alive()).toBe(true);
   });
 
-  // With --grant-socket alone, sluice run is not told which file is Sluice's config, and the working
-  // directory is writable by default; the review's worst case still needs this to fail (finding 4:
-  // an edited sluice.yaml grants anything at the next reload or restart).
+  // Otherwise config-read, audit-read and ledger-read would be BLOCKED for want of anything to read.
+  it('has a config, an audit file with records and a ledger on the host for the command to try', () => {
+    expect(w.configText).not.toBe('');
+    expect(w.sluice.records().length).toBeGreaterThan(0);
+    expect(fs.statSync(w.ledgerFile).size).toBeGreaterThan(0);
+  });
+
+  // With --grant-socket alone, sluice run is not told which file is Sluice's config (it finds the
+  // running `sluice start --config sluice.yaml` in /proc), and the working directory is writable by
+  // default; the review's worst case still needs this to fail (finding 4: an edited sluice.yaml grants
+  // anything at the next reload or restart).
   it('blocks config-write: sluice.yaml is unchanged on the host', () => {
     expect(attack.report.attacks.get('config-write')).toMatch(/^TRIED/);
     expect(fs.readFileSync(w.configFile, 'utf8')).toBe(w.configText);

@@ -1,18 +1,21 @@
-// Owns the escape suite's fixtures: the review's worst case (Sluice's config, state, admin socket and
-// every grant's socket in the directory the command runs from), the host-side witnesses an escape would
+// Owns the escape suite's fixtures: the review's worst case (a real `sluice start --config sluice.yaml`
+// running from DIR, as the review started it, with its config, state, admin socket, every grant's socket
+// and its audit file in the directory the command runs from), the host-side witnesses an escape would
 // touch (an abstract socket, a UDP resolver, a victim process, a marker file, the caller's HOME), one
 // run of test/support/sandbox-attacks.sh under `sluice run`, and its report. Never runs the script
 // outside `sluice run`: it signals and ptrace-attaches the pids it is given.
 import { spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { stringify } from 'yaml';
+import type { AuditRecordV1, DecisionRecordV1 } from '../../src/audit/index.js';
 import { startHttpOrigin, type Origin } from './origins.js';
-import { startSluice, tableLookup, type TestSluice } from './sluice.js';
-import { REPO_ROOT, asIdentity, callerEnv, startSluiceRun, track, type Identity, type RunResult } from './sandbox.js';
+import { BIN, REPO_ROOT, asIdentity, callerEnv, startSluiceRun, track, type Identity, type RunResult } from './sandbox.js';
+import { waitUntil, withTimeout } from './wait.js';
 
 export const ATTACK_SCRIPT = fs.readFileSync(path.join(REPO_ROOT, 'test/support/sandbox-attacks.sh'), 'utf8');
 export const SECRET_BODY = 'SECRET-LOOPBACK-ORIGIN';
@@ -41,7 +44,8 @@ export interface WorstCase {
   readonly ledgerFile: string;
   readonly auditFile: string;
   readonly configText: string;
-  readonly sluice: TestSluice;
+  /** The real `sluice start --config sluice.yaml`, a child process running from DIR. */
+  readonly sluice: SluiceProcess;
   /** What grant a (and a run-owned grant) may reach, by the name allowed.test. */
   readonly allowed: Origin;
   /** Grant b's loopback origin: the prize of finding 3. */
@@ -54,11 +58,51 @@ export interface WorstCase {
   readonly marker: string;
   /** The caller's HOME, with a .netrc in it. */
   readonly callerHome: string;
+  /** Config reloads Sluice logged: each SIGHUP it received makes one (a reload, refused or failed). */
   readonly hupsReceived: number;
   /** Ids of the grants before the command ran: config a, b, c and one issued at run time. */
   readonly grantIds: readonly string[];
   close(): Promise<void>;
 }
+
+/** A grant as GET /v1/grants lists it (the fields the suite looks at). */
+export interface ListedGrant {
+  readonly id: string;
+  readonly revokedAt: string | null;
+}
+
+/** `node bin/sluice.js start --config sluice.yaml`, started from DIR as a user starts it. */
+export interface SluiceProcess {
+  readonly pid: number;
+  alive(): boolean;
+  /** Its operational log (stderr, JSON lines) so far. */
+  log(): string;
+  /** GET /v1/grants through the admin socket. */
+  listGrants(): Promise<ListedGrant[]>;
+  /** Every record in the audit file as it is now (written in batches: see auditBarrier). */
+  records(): AuditRecordV1[];
+  /**
+   * Sends one request that Sluice denies (no token, on the token listener) and waits, bounded, until its
+   * decision is in the audit file: every record written before it is in the file then too. Returns
+   * the file's length up to the end of that record's line.
+   */
+  auditBarrier(): Promise<number>;
+  /** SIGTERM; SIGKILL of its process group if it has not exited within a bound. */
+  stop(): Promise<void>;
+}
+
+/** The host's own requests that auditBarrier makes (http://b<n>.BARRIER_HOST/ on the token listener). */
+export const BARRIER_HOST = 'audit-barrier.sluice-escape.test';
+const BARRIER_TARGET = /^http:\/\/b\d+\.audit-barrier\.sluice-escape\.test\/$/;
+
+/** A decision for one of the host's barrier requests: left out of what a run is judged by. */
+export function isBarrierDecision(d: DecisionRecordV1): boolean {
+  return d.listener === 'shared' && d.principal === null && BARRIER_TARGET.test(d.target);
+}
+
+const READY_TIMEOUT_MS = 20_000;
+const BARRIER_TIMEOUT_MS = 5_000;
+const STOP_TIMEOUT_MS = 5_000;
 
 function startUdpRecorder(): Promise<{ socket: dgram.Socket; port: number; packets: () => number }> {
   const socket = dgram.createSocket('udp4');
@@ -88,6 +132,173 @@ function startAbstractServer(name: string): Promise<{ server: net.Server; connec
   });
 }
 
+/** One request over the admin socket: status and parsed JSON body. */
+function adminRequest(socketPath: string, method: string, urlPath: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request(
+      { socketPath, method, path: urlPath, timeout: 5000, headers: data === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => {
+          try {
+            resolve({ status: res.statusCode ?? 0, body: text === '' ? null : JSON.parse(text) });
+          } catch (error) {
+            reject(new Error(`admin ${method} ${urlPath}: not JSON (${String(error)}): ${text.slice(0, 200)}`));
+          }
+        });
+      },
+    );
+    req.once('error', reject);
+    req.once('timeout', () => req.destroy(new Error(`admin ${method} ${urlPath}: no answer within 5000 ms`)));
+    req.end(data);
+  });
+}
+
+/** A proxy request without a token to the token listener: Sluice answers 407 and audits the decision. */
+function deniedRequest(port: number, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method: 'GET', path: `http://${host}/`, headers: { host }, timeout: 5000 }, (res) => {
+      res.resume();
+      res.once('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.once('error', reject);
+    req.once('timeout', () => req.destroy(new Error(`request to the token listener: no answer within 5000 ms`)));
+    req.end();
+  });
+}
+
+interface LogLine {
+  readonly msg?: string;
+  readonly listener?: string;
+  readonly address?: string;
+  readonly admin?: string;
+}
+
+function logLines(text: string): LogLine[] {
+  const lines: LogLine[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    try {
+      lines.push(JSON.parse(line) as LogLine);
+    } catch {
+      // a partial line: the rest comes with the next chunk
+    }
+  }
+  return lines;
+}
+
+const RELOAD_MESSAGE = /^(config reloaded|reload refused|reload failed)/;
+
+/**
+ * Starts `node bin/sluice.js start --config sluice.yaml` from `dir`, with `env` only, and waits
+ * (bounded) until it has logged every listener and its admin API and the sockets are in place.
+ */
+async function startSluiceProcess(dir: string, env: Record<string, string>, sockets: readonly string[], listenerNames: readonly string[]): Promise<{ sluice: SluiceProcess; tcpPorts: Map<string, number> }> {
+  const child = spawn(process.execPath, [BIN, 'start', '--config', 'sluice.yaml'], { cwd: dir, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  let stdout = '';
+  child.stderr?.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+  child.stdout?.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+  let exited: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+  const exit = new Promise<void>((resolve) =>
+    child.once('exit', (code, signal) => {
+      exited = { code, signal };
+      resolve();
+    }),
+  );
+  const killGroup = (): void => {
+    try {
+      if (child.pid !== undefined && exited === null) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  };
+  // Never outlive the worker, whatever happens to afterAll.
+  process.once('exit', killGroup);
+  const pid = child.pid;
+  if (pid === undefined) throw new Error('sluice start: no pid');
+  const describe = (): string => `exit ${JSON.stringify(exited)}; stderr: ${stderr.slice(0, 2000)} stdout: ${stdout.slice(0, 500)}`;
+
+  try {
+    await waitUntil(
+      () => {
+        if (exited !== null) throw new Error(`sluice start ended before it was ready: ${describe()}`);
+        const lines = logLines(stderr);
+        const listening = new Set(lines.filter((l) => l.msg === 'listening').map((l) => l.listener));
+        return (
+          listenerNames.every((n) => listening.has(n)) &&
+          lines.some((l) => l.msg === 'admin API listening') &&
+          sockets.every((s) => fs.existsSync(s) && fs.statSync(s).isSocket())
+        );
+      },
+      { timeoutMs: READY_TIMEOUT_MS, label: 'sluice start: every listener, the admin API and the sockets' },
+    );
+  } catch (error) {
+    killGroup();
+    throw new Error(`${(error as Error).message}; ${describe()}`);
+  }
+  const tcpPorts = new Map<string, number>();
+  for (const l of logLines(stderr)) {
+    if (l.msg !== 'listening' || l.listener === undefined || l.address === undefined || l.address.startsWith('unix:')) continue;
+    tcpPorts.set(l.listener, Number(l.address.slice(l.address.lastIndexOf(':') + 1)));
+  }
+  const adminSocket = sockets[0] ?? '';
+  const auditFile = path.join(dir, 'audit.jsonl');
+  const sharedPort = tcpPorts.get('shared') ?? 0;
+  let barriers = 0;
+
+  const sluice: SluiceProcess = {
+    pid,
+    alive: () => exited === null,
+    log: () => stderr,
+    async listGrants() {
+      const res = await adminRequest(adminSocket, 'GET', '/v1/grants');
+      if (res.status !== 200) throw new Error(`GET /v1/grants: ${res.status} ${JSON.stringify(res.body)}`);
+      return (res.body as { grants: ListedGrant[] }).grants;
+    },
+    records: () => (fs.existsSync(auditFile) ? auditRecordsFrom(auditFile, 0) : []),
+    async auditBarrier() {
+      barriers += 1;
+      const host = `b${barriers}.${BARRIER_HOST}`;
+      const status = await deniedRequest(sharedPort, host);
+      if (status !== 407) throw new Error(`audit barrier: expected 407 from the token listener, got ${status}`);
+      let end = -1;
+      await waitUntil(
+        () => {
+          const text = fs.existsSync(auditFile) ? fs.readFileSync(auditFile, 'utf8') : '';
+          const at = text.indexOf(`"http://${host}/"`);
+          if (at === -1) return false;
+          const newline = text.indexOf('\n', at);
+          end = Buffer.byteLength(newline === -1 ? text : text.slice(0, newline + 1));
+          return true;
+        },
+        { timeoutMs: BARRIER_TIMEOUT_MS, label: `audit record of ${host} in ${auditFile}` },
+      );
+      return end;
+    },
+    async stop() {
+      if (exited === null) {
+        process.kill(pid, 'SIGTERM');
+        const termed = await Promise.race([exit.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), STOP_TIMEOUT_MS))]);
+        if (!termed) {
+          killGroup();
+          await withTimeout(exit, STOP_TIMEOUT_MS, `sluice start (pid ${pid}) to exit after SIGKILL`);
+        }
+      }
+      process.off('exit', killGroup);
+    },
+  };
+  return { sluice, tcpPorts };
+}
+
+/** Config reloads in a Sluice log: one per SIGHUP it received. */
+export function reloadsIn(log: string): number {
+  return logLines(log).filter((l) => l.msg !== undefined && RELOAD_MESSAGE.test(l.msg)).length;
+}
+
 export async function startWorstCase(): Promise<WorstCase> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-escape-'));
   const hostDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-escape-host-'));
@@ -102,23 +313,25 @@ export async function startWorstCase(): Promise<WorstCase> {
   fs.writeFileSync(marker, 'HOST-MARKER\n', { mode: 0o644 });
   fs.writeFileSync(path.join(callerHome, '.netrc'), `${HOME_SECRET}\n`, { mode: 0o600 });
   const auditFile = path.join(dir, 'audit.jsonl');
-  // The in-process Sluice audits into memory; this file stands for the one `sluice start` would write.
-  fs.writeFileSync(auditFile, '{"v":1,"kind":"decision","principal":"b","destination":"127.0.0.1:1"}\n', { mode: 0o600 });
 
   const allowed = await startHttpOrigin();
   const secret = await startHttpOrigin({ handler: (_req, res) => void res.writeHead(200, { 'content-type': 'text/plain' }).end(SECRET_BODY) });
   const dns = await startUdpRecorder();
   const abstractName = `sluice-escape-${process.pid}-${Math.random().toString(36).slice(2)}`;
   const abstract = await startAbstractServer(abstractName);
+  // The review's rt1-sluice.yaml, as a user writes it in DIR: every path relative to DIR, where
+  // `sluice start` runs; test names resolved by dns.hosts.
   const config = {
     listeners: [
+      { name: 'shared', listen: '127.0.0.1:0', identify: 'token' },
       { name: 'c-tcp', listen: '127.0.0.1:0', grant: 'c' },
-      { name: 'a-sock', listen: `unix:${state}/a.sock`, grant: 'a' },
-      { name: 'b-sock', listen: `unix:${state}/b.sock`, grant: 'b' },
+      { name: 'a-sock', listen: 'unix:./state/a.sock', grant: 'a' },
+      { name: 'b-sock', listen: 'unix:./state/b.sock', grant: 'b' },
     ],
-    admin: { listen: `unix:${state}/admin.sock` },
-    state,
-    audit: { file: auditFile },
+    admin: { listen: 'unix:./state/admin.sock' },
+    state: './state',
+    audit: { file: './audit.jsonl' },
+    dns: { hosts: { 'allowed.test': ['127.0.0.1'] } },
     grants: [
       { id: 'a', destinations: [`http://allowed.test:${allowed.port}`], allowAddressClasses: ['loopback'] },
       { id: 'b', tokenEnv: 'GRANT_B_TOKEN', destinations: [`http://127.0.0.1:${secret.port}`], allowAddressClasses: ['loopback'] },
@@ -128,29 +341,58 @@ export async function startWorstCase(): Promise<WorstCase> {
   const configFile = path.join(dir, 'sluice.yaml');
   const configText = stringify(config);
   fs.writeFileSync(configFile, configText, { mode: 0o600 });
-  const sluice = await startSluice(config, {
-    lookup: tableLookup({ 'allowed.test': ['127.0.0.1'] }),
-    env: { GRANT_B_TOKEN: CALLER_SECRETS['GRANT_B_TOKEN'] ?? '' },
-  });
-  // A grant issued at run time, so that the ledger file exists and holds something worth reading.
-  const issued = await sluice.app.control.issueGrant({ destinations: ['https://runtime.test'], generation: 'setup' });
-  if (!issued.ok) throw new Error(`setup grant refused: ${JSON.stringify(issued)}`);
-  let hups = 0;
-  const onHup = (): void => void (hups += 1);
-  process.on('SIGHUP', onHup);
+  const adminSocket = path.join(state, 'admin.sock');
+  const aSocket = path.join(state, 'a.sock');
+  const bSocket = path.join(state, 'b.sock');
+  const ledgerFile = path.join(state, 'ledger.json');
+  const closeFixtures = async (): Promise<void> => {
+    await allowed.close();
+    await secret.close();
+    dns.socket.close();
+    await new Promise<void>((resolve) => abstract.server.close(() => resolve()));
+    for (const d of [dir, hostDir, callerHome]) fs.rmSync(d, { recursive: true, force: true });
+  };
+  let started: Awaited<ReturnType<typeof startSluiceProcess>>;
+  try {
+    started = await startSluiceProcess(
+      dir,
+      { PATH: '/usr/local/bin:/usr/bin:/bin', LANG: 'C.UTF-8', GRANT_B_TOKEN: CALLER_SECRETS['GRANT_B_TOKEN'] ?? '' },
+      [adminSocket, aSocket, bSocket],
+      config.listeners.map((l) => l.name),
+    );
+  } catch (error) {
+    await closeFixtures();
+    throw error;
+  }
+  const { sluice, tcpPorts } = started;
+  const dedicatedPort = tcpPorts.get('c-tcp');
+  try {
+    if (dedicatedPort === undefined || !tcpPorts.has('shared')) throw new Error(`no TCP port for c-tcp or shared in the log: ${sluice.log()}`);
+    // A grant issued at run time, so that the ledger file exists and holds something worth reading.
+    const issued = await adminRequest(adminSocket, 'POST', '/v1/grants', { destinations: ['https://runtime.test'], generation: 'setup' });
+    if (issued.status !== 201) throw new Error(`setup grant refused: ${issued.status} ${JSON.stringify(issued.body)}`);
+    // And one audited decision, so that the audit file holds something worth reading too.
+    await sluice.auditBarrier();
+    await waitUntil(() => fs.existsSync(ledgerFile) && fs.statSync(ledgerFile).size > 0, { timeoutMs: BARRIER_TIMEOUT_MS, label: `${ledgerFile} written` });
+  } catch (error) {
+    await sluice.stop();
+    await closeFixtures();
+    throw error;
+  }
+  const grantIds = (await sluice.listGrants()).map((g) => g.id);
   return {
     dir,
     configFile,
-    adminSocket: path.join(state, 'admin.sock'),
-    aSocket: path.join(state, 'a.sock'),
-    bSocket: path.join(state, 'b.sock'),
-    ledgerFile: path.join(state, 'ledger.json'),
+    adminSocket,
+    aSocket,
+    bSocket,
+    ledgerFile,
     auditFile,
     configText,
     sluice,
     allowed,
     secret,
-    dedicatedPort: sluice.port,
+    dedicatedPort,
     dns: {
       port: dns.port,
       get packets() {
@@ -166,17 +408,12 @@ export async function startWorstCase(): Promise<WorstCase> {
     marker,
     callerHome,
     get hupsReceived() {
-      return hups;
+      return reloadsIn(sluice.log());
     },
-    grantIds: sluice.app.control.listGrants().map((g) => g.id),
+    grantIds,
     close: async () => {
-      process.off('SIGHUP', onHup);
-      await sluice.close();
-      await allowed.close();
-      await secret.close();
-      dns.socket.close();
-      await new Promise<void>((resolve) => abstract.server.close(() => resolve()));
-      for (const d of [dir, hostDir, callerHome]) fs.rmSync(d, { recursive: true, force: true });
+      await sluice.stop();
+      await closeFixtures();
     },
   };
 }
@@ -211,6 +448,8 @@ function hostNamespaces(): string {
 export interface AttackRun {
   readonly run: RunResult;
   readonly report: Report;
+  /** Sluice's audited decisions from the start of the run until after it ended (the host's barrier requests left out). */
+  readonly decisions: readonly DecisionRecordV1[];
 }
 
 /**
@@ -222,7 +461,7 @@ export async function runAttacks(w: WorstCase, identity: Identity, victim: Child
     T_GROUPS: opts.groups.join(' '),
     T_DIR: w.dir,
     T_PORT: '3128',
-    T_SLUICE_PID: String(process.pid),
+    T_SLUICE_PID: String(w.sluice.pid),
     T_VICTIM_PID: String(victim.pid ?? 0),
     T_SECRET_PORT: String(w.secret.port),
     T_ALLOWED_HOST: 'allowed.test',
@@ -238,6 +477,7 @@ export async function runAttacks(w: WorstCase, identity: Identity, victim: Child
   };
   const envFlags = Object.keys(inputs).flatMap((name) => ['--env', name]);
   const env = callerEnv(w.callerHome, { ...CALLER_SECRETS, ...inputs });
+  const from = await w.sluice.auditBarrier();
   const started = startSluiceRun([...opts.args, ...envFlags, '--', '/bin/sh', '-c', ATTACK_SCRIPT, 'sandbox-attacks'], {
     cwd: opts.cwd ?? w.dir,
     env,
@@ -245,7 +485,20 @@ export async function runAttacks(w: WorstCase, identity: Identity, victim: Child
     timeoutMs: 90_000,
   });
   const run = await started.result;
-  return { run, report: parseReport(run) };
+  // Every record of the run is in the audit file once a request made after the run is.
+  await w.sluice.auditBarrier();
+  const decisions = auditRecordsFrom(w.auditFile, from).filter((r): r is DecisionRecordV1 => r.kind === 'decision' && !isBarrierDecision(r));
+  return { run, report: parseReport(run), decisions };
+}
+
+function auditRecordsFrom(file: string, offset: number): AuditRecordV1[] {
+  return fs
+    .readFileSync(file)
+    .subarray(offset)
+    .toString('utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as AuditRecordV1);
 }
 
 // ---------------------------------------------------------------------------------------------------
