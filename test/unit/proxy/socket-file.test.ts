@@ -30,6 +30,14 @@ function server(): net.Server {
 const leftovers = (): string[] => fs.readdirSync(dir).filter((name) => name.startsWith('.sluice-'));
 
 describe('bindUnixSocket', () => {
+  it('creates a missing directory 0700, as a fresh machine with `unix:./state/a.sock` needs', async () => {
+    const file = path.join(dir, 'state', 'a.sock');
+    const s = server();
+    await bindUnixSocket(s, file, null);
+    expect(await isUnixSocketAlive(file)).toBe(true);
+    expect(fs.statSync(path.dirname(file)).mode & 0o777).toBe(0o700);
+  });
+
   it('replaces a stale socket file that nothing answers on', async () => {
     const file = path.join(dir, 'a.sock');
     // Closing without removeSocketFile leaves the file behind, as a crash would.
