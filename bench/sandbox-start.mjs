@@ -45,7 +45,6 @@ function startSluice(dir) {
     '  - { id: bench, tokenSha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08, destinations: ["https://example.test"] }',
     '',
   ].join('\n'));
-  fs.mkdirSync(path.join(dir, 'state'), { mode: 0o700 });
   const child = spawn(process.execPath, [BIN, 'start', '--config', path.join(dir, 'sluice.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (c) => (stderr += c));
