@@ -174,15 +174,18 @@ const adminOptions = (cmd: Command): Command =>
     .option('--admin <address>', 'admin socket (unix:/path) or http://host:port; token from SLUICE_ADMIN_TOKEN')
     .option('--config <file>', 'take the admin address from this config file')
     .option('--json', 'print JSON');
-adminOptions(grant.command('issue').description('issue a grant; prints its id and token (shown only once)'))
-  .option('--destination <rule>', 'destination rule, repeatable', collect)
-  .option('--unrestricted', 'any destination (address classes still apply)')
-  .option('--allow-class <class>', 'extra address class, repeatable', collect)
-  .option('--allow-address <cidr>', 'extra CIDR, repeatable', collect)
-  .option('--generation <label>', 'generation label (revoke them together)')
-  .option('--expires-at <iso8601>', 'expiry time')
-  .option('--max-concurrent <n>', 'concurrent connections')
-  .option('--max-bytes <n>', 'bytes, both directions')
+/** The grant flags of `grant issue` and of `run --destination` (the run-owned grant). */
+const grantSpecOptions = (cmd: Command): Command =>
+  cmd
+    .option('--destination <rule>', 'destination rule, repeatable', collect)
+    .option('--unrestricted', 'any destination (address classes still apply)')
+    .option('--allow-class <class>', 'extra address class, repeatable', collect)
+    .option('--allow-address <cidr>', 'extra CIDR, repeatable', collect)
+    .option('--generation <label>', 'generation label (revoke them together)')
+    .option('--expires-at <iso8601>', 'expiry time')
+    .option('--max-concurrent <n>', 'concurrent connections')
+    .option('--max-bytes <n>', 'bytes, both directions');
+grantSpecOptions(adminOptions(grant.command('issue').description('issue a grant; prints its id and token (shown only once)')))
   .option('--listen <address>', 'open a dedicated listener (unix:/path or 127.0.0.1:port)')
   .option('--spec <json>', 'the whole grant as JSON; flags override its fields')
   .action((options: Record<string, unknown>) => runGrant('issue', undefined, options));
@@ -302,18 +305,15 @@ async function runRun(command: string[], options: RunFlags): Promise<void> {
   process.exitCode = code;
 }
 
-program
-  .command('run')
-  .description('run a command confined by bubblewrap: its only way out is one grant (exit 125 when it cannot be confined)')
-  .option('--grant-socket <path>', "a grant's dedicated Unix socket (issued by a supervisor)")
-  .option('--destination <rule>', 'issue a grant for this run only, revoked when the command ends; repeatable', collect)
-  .option('--unrestricted', 'the run-owned grant allows any destination (address classes still apply)')
-  .option('--allow-class <class>', 'extra address class for the run-owned grant, repeatable', collect)
-  .option('--allow-address <cidr>', 'extra CIDR for the run-owned grant, repeatable', collect)
-  .option('--generation <label>', 'generation label of the run-owned grant (default: a fresh one per run)')
-  .option('--expires-at <iso8601>', 'expiry of the run-owned grant')
-  .option('--max-concurrent <n>', 'concurrent connections of the run-owned grant')
-  .option('--max-bytes <n>', 'byte budget of the run-owned grant, both directions')
+grantSpecOptions(
+  program
+    .command('run')
+    .description(
+      'run a command confined by bubblewrap: its only way out is one grant (exit 125 when it cannot be confined); ' +
+        'with --destination, the grant flags describe a grant for this run only, forgotten when the command ends',
+    )
+    .option('--grant-socket <path>', "a grant's dedicated Unix socket (issued by a supervisor)"),
+)
   .option('--admin <address>', 'admin socket (unix:/path) or http://host:port for --destination; token from SLUICE_ADMIN_TOKEN')
   .option('--config <file>', "Sluice's config: its admin address, and its files hidden from the sandbox")
   .option('--write <dir>', 'a writable directory (repeatable); default: the working directory', collect)
