@@ -3,7 +3,7 @@
 // the proxy variables naming the bridge and exits with its status. It holds no authority of its own:
 // the principal is whichever grant's socket was bound in. It imports nothing from src/, so that it
 // starts in one Node boot and never loads the proxy (a short command's start-up is this plus bwrap).
-// Usage (argv from src/cli/sandbox-plan.ts): init.mjs PORT GRANT_SOCKET READY_FD COMMAND...
+// Usage (argv from src/cli/sandbox-plan.ts): init.mjs PORT GRANT_SOCKET HANDSHAKE_FD COMMAND...
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -50,24 +50,44 @@ function relay(client: net.Socket, grantSocket: string): void {
 }
 
 function main(argv: readonly string[]): void {
-  const [portText, grantSocket, readyFdText, file, ...args] = argv;
+  const [portText, grantSocket, handshakeFdText, file, ...args] = argv;
   const port = Number(portText);
-  const readyFd = Number(readyFdText);
-  if (grantSocket === undefined || file === undefined || !Number.isInteger(port) || !Number.isInteger(readyFd)) fail('bad arguments to the sandbox init');
+  const handshakeFd = Number(handshakeFdText);
+  if (grantSocket === undefined || file === undefined || !Number.isInteger(port) || !Number.isInteger(handshakeFd)) fail('bad arguments to the sandbox init');
   const gap = confinementGap();
   if (gap !== null) fail(gap);
   const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (client) => relay(client, grantSocket));
   server.once('error', (error: NodeJS.ErrnoException) => fail(`cannot open the bridge on 127.0.0.1:${port}: ${error.code ?? error.message}`));
-  server.listen({ host: '127.0.0.1', port, backlog: 511 }, () => runCommand(file, args, port, readyFd));
+  server.listen({ host: '127.0.0.1', port, backlog: 511 }, () => awaitGo(handshakeFd, () => runCommand(file, args, port)));
 }
 
-function runCommand(file: string, args: readonly string[], port: number, readyFd: number): void {
+/**
+ * The handshake with `sluice run`: "ready" tells it confinement was set up (anything after is the
+ * command's doing); its "go" says the grant is in place. Closed before the command starts, so the
+ * command never holds it.
+ */
+function awaitGo(fd: number, then: () => void): void {
+  const handshake = new net.Socket({ fd, readable: true, writable: true });
+  let answer = '';
+  const onData = (chunk: Buffer): void => {
+    answer += chunk.toString('latin1');
+    if (!answer.includes('\n')) return;
+    handshake.removeListener('close', onClose);
+    handshake.destroy();
+    if (answer === 'go\n') then();
+    else fail('sluice run did not let the command start');
+  };
+  const onClose = (): void => fail('sluice run went away before the command started');
+  handshake.on('data', onData);
+  handshake.once('close', onClose);
+  handshake.on('error', () => handshake.destroy());
+  handshake.write('ready\n');
+}
+
+function runCommand(file: string, args: readonly string[], port: number): void {
   const proxy = `http://127.0.0.1:${port}`;
   const env: Record<string, string | undefined> = { ...process.env, no_proxy: '', NO_PROXY: '' };
   for (const name of ['http_proxy', 'https_proxy', 'all_proxy']) env[name] = env[name.toUpperCase()] = proxy;
-  // The outer half learns here that confinement was set up: anything after is the command's doing.
-  fs.writeSync(readyFd, 'ready\n');
-  fs.closeSync(readyFd);
   const child = spawn(file, args, { stdio: 'inherit', env });
   child.once('error', (error: NodeJS.ErrnoException) => {
     process.stderr.write(`sluice run: ${file}: ${error.code === 'ENOENT' ? 'command not found' : error.message}\n`);

@@ -25,9 +25,20 @@ export interface RunGrant {
 
 export type RunGrantResult = { readonly ok: true; readonly grant: RunGrant } | { readonly ok: false; readonly message: string };
 
-export async function issueRunGrant(request: RunGrantRequest): Promise<RunGrantResult> {
+export interface PendingRunGrant {
+  /** Where the grant's socket will be once issued (in a fresh 0700 directory of the caller's). */
+  readonly socket: string;
+  readonly issued: Promise<RunGrantResult>;
+}
+
+/** Starts issuing; the socket path is known at once, so the sandbox can be built meanwhile. */
+export function beginRunGrant(request: RunGrantRequest): PendingRunGrant {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-run-'));
   const socket = path.join(dir, 'grant.sock');
+  return { socket, issued: issue(request, dir, socket) };
+}
+
+async function issue(request: RunGrantRequest, dir: string, socket: string): Promise<RunGrantResult> {
   const generation = request.generation ?? `sluice-run-${randomBytes(6).toString('hex')}`;
   const body = { ...request.spec, generation, listen: `unix:${socket}` };
   try {

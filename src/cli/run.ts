@@ -1,14 +1,14 @@
 // `sluice run`: runs a command under bubblewrap so that its only authority is one grant (ADR 0013).
 // With --destination the run issues that grant itself and revokes it when the command ends, however it
 // ends. Fail closed: when confinement cannot be had, the command never runs and the exit status is 125.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Writable } from 'node:stream';
-import { READY_FD, SECCOMP_FD, planSandbox } from './sandbox-plan.js';
+import type { Duplex, Writable } from 'node:stream';
+import { HANDSHAKE_FD, SECCOMP_FD, planSandbox } from './sandbox-plan.js';
 import { buildSeccompFilter, isSeccompArchSupported } from './seccomp-filter.js';
-import { issueRunGrant, type RunGrant, type RunGrantRequest } from './run-grant.js';
+import { beginRunGrant, type RunGrant, type RunGrantRequest, type RunGrantResult } from './run-grant.js';
 
 export const EXIT_CONFINEMENT_FAILED = 125;
 const SIGNAL_NUMBERS: Readonly<Record<string, number>> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 };
@@ -54,34 +54,40 @@ export async function runConfined(options: RunOptions, io: RunIo): Promise<numbe
     return EXIT_CONFINEMENT_FAILED;
   };
   if (!isSeccompArchSupported(options.arch)) return refuse(`no seccomp filter for architecture ${options.arch}`);
-  const state = { signal: null as string | null, child: null as ChildProcess | null };
+  const state: SandboxState = { signal: null, cancel: null };
   io.onSignal((signal) => {
     state.signal ??= signal;
     // The sandbox's processes die with bwrap (--die-with-parent makes its init follow it).
-    state.child?.kill('SIGKILL');
+    state.cancel?.();
   });
   let grant: RunGrant | null = null;
   try {
-    let socket = options.grantSocket;
-    if (options.grant !== undefined) {
-      const issued = await issueRunGrant(options.grant);
-      if (!issued.ok) return refuse(issued.message);
-      grant = issued.grant;
-      socket = grant.socket;
+    // A run-owned grant is issued while the sandbox boots; the command waits for it (the handshake).
+    const pending = options.grant === undefined ? null : beginRunGrant(options.grant);
+    const socket = pending?.socket ?? options.grantSocket;
+    const issued: Promise<RunGrantResult | null> = pending === null ? Promise.resolve(null) : pending.issued;
+    void issued.then((r) => (grant = r?.ok === true ? r.grant : null));
+    if (pending === null && (socket === undefined || !fs.statSync(socket, { throwIfNoEntry: false })?.isSocket())) return refuse(`no grant socket at ${socket ?? '(none given)'}`);
+    const planned = planSandbox({ ...options, grantSocket: socket ?? '', isGrantDirBound: pending !== null, writable: options.write, readable: options.read, liveSockets: listUnixSockets() });
+    if (!planned.ok) {
+      await issued;
+      return refuse(planned.message);
     }
+    const sandbox = startSandbox(options.bwrap ?? 'bwrap', planned.plan.args, planned.plan.env, buildSeccompFilter(options.arch), state);
+    const result = await issued;
+    if (result?.ok === false) sandbox.cancel();
+    else sandbox.go();
+    const outcome = await sandbox.outcome;
     if (state.signal !== null) return 128 + (SIGNAL_NUMBERS[state.signal] ?? 0);
-    if (socket === undefined || !fs.statSync(socket, { throwIfNoEntry: false })?.isSocket()) return refuse(`no grant socket at ${socket ?? '(none given)'}`);
-    const planned = planSandbox({ ...options, grantSocket: socket, writable: options.write, readable: options.read, liveSockets: listUnixSockets() });
-    if (!planned.ok) return refuse(planned.message);
-    const outcome = await startSandbox(options.bwrap ?? 'bwrap', planned.plan.args, planned.plan.env, buildSeccompFilter(options.arch), state);
-    if (state.signal !== null) return 128 + (SIGNAL_NUMBERS[state.signal] ?? 0);
+    if (result?.ok === false) return refuse(result.message);
     if (outcome.error !== null) return refuse(outcome.error);
     if (!outcome.isReady) return refuse('bubblewrap could not set up the sandbox (its message is above; user namespaces may be disabled)');
     return outcome.status;
   } finally {
-    if (grant !== null) {
-      const revoked = await grant.revoke();
-      if (revoked !== null) io.stderr(`sluice run: could not revoke the run's grant ${grant.id}: ${revoked}\n`);
+    const owned = grant as RunGrant | null;
+    if (owned !== null) {
+      const revoked = await owned.revoke();
+      if (revoked !== null) io.stderr(`sluice run: could not revoke the run's grant ${owned.id}: ${revoked}\n`);
     }
   }
 }
@@ -92,23 +98,45 @@ interface SandboxOutcome {
   readonly error: string | null;
 }
 
-function startSandbox(bwrap: string, args: readonly string[], env: Record<string, string>, filter: Buffer, state: { child: ChildProcess | null }): Promise<SandboxOutcome> {
-  return new Promise((resolve) => {
-    const stdio: ('inherit' | 'pipe')[] = ['inherit', 'inherit', 'inherit'];
-    stdio[SECCOMP_FD] = 'pipe';
-    stdio[READY_FD] = 'pipe';
-    const child = spawn(bwrap, args, { stdio, env });
-    state.child = child;
-    let isReady = false;
-    child.stdio[READY_FD]?.once('data', () => (isReady = true));
-    child.stdio[READY_FD]?.on('error', () => undefined);
-    child.stdio[SECCOMP_FD]?.on('error', () => undefined);
-    (child.stdio[SECCOMP_FD] as Writable | null)?.end(filter);
+interface SandboxState {
+  signal: string | null;
+  cancel: (() => void) | null;
+}
+
+interface Sandbox {
+  /** Lets the command start (the grant is in place). */
+  go(): void;
+  /**
+   * Ends the sandbox before its command starts. Closing the handshake ends the init too, even when
+   * bwrap died before its --die-with-parent was in place.
+   */
+  cancel(): void;
+  readonly outcome: Promise<SandboxOutcome>;
+}
+
+function startSandbox(bwrap: string, args: readonly string[], env: Record<string, string>, filter: Buffer, state: SandboxState): Sandbox {
+  const stdio: ('inherit' | 'pipe')[] = ['inherit', 'inherit', 'inherit'];
+  stdio[SECCOMP_FD] = 'pipe';
+  stdio[HANDSHAKE_FD] = 'pipe';
+  const child = spawn(bwrap, args, { stdio, env });
+  const handshake = child.stdio[HANDSHAKE_FD] as Duplex | null;
+  let isReady = false;
+  handshake?.once('data', () => (isReady = true));
+  handshake?.on('error', () => undefined);
+  child.stdio[SECCOMP_FD]?.on('error', () => undefined);
+  (child.stdio[SECCOMP_FD] as Writable | null)?.end(filter);
+  const outcome = new Promise<SandboxOutcome>((resolve) => {
     child.once('error', (error: NodeJS.ErrnoException) =>
       resolve({ isReady: false, status: EXIT_CONFINEMENT_FAILED, error: error.code === 'ENOENT' ? `${bwrap} not found: install bubblewrap (Debian package bubblewrap)` : `cannot start ${bwrap}: ${error.message}` }),
     );
     child.once('close', (code, signal) => resolve({ isReady, status: code ?? 128 + (signal === null ? 0 : (os.constants.signals[signal] ?? 0)), error: null }));
   });
+  const cancel = (): void => {
+    handshake?.destroy();
+    child.kill('SIGKILL');
+  };
+  state.cancel = cancel;
+  return { go: () => void handshake?.write('go\n'), cancel, outcome };
 }
 
 /**

@@ -7,6 +7,8 @@ import path from 'node:path';
 /** Where the sandbox finds its own parts. Fixed paths, so nothing inside depends on host layout. */
 export const SANDBOX_DIR = '/run/sluice';
 export const SANDBOX_GRANT_SOCKET = `${SANDBOX_DIR}/grant.sock`;
+/** A run-owned grant's directory: bound before Sluice has put the socket in it (start-up overlaps). */
+export const SANDBOX_GRANT_DIR = `${SANDBOX_DIR}/grant`;
 // `.mjs`: bound alone, outside any package.json, the init script must still load as an ES module.
 export const SANDBOX_INIT = `${SANDBOX_DIR}/init.mjs`;
 
@@ -31,6 +33,11 @@ const ENV_ALLOWED = ['PATH', 'LANG', 'LANGUAGE', 'TERM', 'COLORTERM', 'TZ', 'USE
 export interface SandboxSpec {
   /** The grant's dedicated Unix socket on the host. */
   readonly grantSocket: string;
+  /**
+   * Bind the socket's directory instead of the socket (a run-owned grant's private directory): the
+   * sandbox can start while the grant is being issued, and the socket appears inside once it exists.
+   */
+  readonly isGrantDirBound?: boolean;
   readonly port: number;
   readonly command: readonly string[];
   readonly cwd: string;
@@ -51,7 +58,7 @@ export interface SandboxSpec {
 }
 
 export interface SandboxPlan {
-  /** bwrap's arguments, ending with the init script and the command. The seccomp filter is read from fd 3. */
+  /** bwrap's arguments, ending with the init script and the command. Seccomp filter on fd 3; handshake on fd 4. */
   readonly args: readonly string[];
   readonly env: Readonly<Record<string, string>>;
 }
@@ -65,7 +72,8 @@ interface MountStep {
 }
 
 export const SECCOMP_FD = 3;
-export const READY_FD = 4;
+/** The init writes "ready" here once confined; `sluice run` answers "go" once the grant is in place. */
+export const HANDSHAKE_FD = 4;
 
 export function planSandbox(spec: SandboxSpec): PlanResult {
   const env = sandboxEnv(spec);
@@ -115,6 +123,8 @@ export function planSandbox(spec: SandboxSpec): PlanResult {
   steps.push(...masks.steps);
   steps.sort((a, b) => depth(a.dest) - depth(b.dest));
 
+  const insideSocket = spec.isGrantDirBound === true ? `${SANDBOX_GRANT_DIR}/${path.basename(spec.grantSocket)}` : SANDBOX_GRANT_SOCKET;
+  const grantMount = spec.isGrantDirBound === true ? ['--ro-bind', path.dirname(spec.grantSocket), SANDBOX_GRANT_DIR] : ['--ro-bind', spec.grantSocket, SANDBOX_GRANT_SOCKET];
   const cwd = realOrSelf(spec.cwd);
   const chdir = visible.some((root) => isWithin(cwd, root)) && !masks.steps.some((m) => isWithin(cwd, m.dest)) ? cwd : (writable[0] ?? home);
   const args = [
@@ -124,11 +134,11 @@ export function planSandbox(spec: SandboxSpec): PlanResult {
     '--die-with-parent', '--new-session', '--hostname', 'sluice-sandbox',
     '--proc', '/proc', '--dev', '/dev',
     ...steps.flatMap((s) => s.args),
-    '--ro-bind', spec.grantSocket, SANDBOX_GRANT_SOCKET,
+    ...grantMount,
     '--ro-bind', spec.initScript, SANDBOX_INIT,
     '--chdir', chdir,
     '--seccomp', String(SECCOMP_FD),
-    '--', node, SANDBOX_INIT, String(spec.port), SANDBOX_GRANT_SOCKET, String(READY_FD), ...spec.command,
+    '--', node, SANDBOX_INIT, String(spec.port), insideSocket, String(HANDSHAKE_FD), ...spec.command,
   ];
   return { ok: true, plan: { args, env: env.env } };
 }

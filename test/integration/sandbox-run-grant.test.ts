@@ -107,10 +107,22 @@ describe.skipIf(skip !== null)('sluice run --destination: a grant for this run o
     return { run, grant };
   }
 
+  /** The run's grant is not merely revoked but forgotten: no listing shows it, and the ledger is bounded. */
   async function expectNoLiveGrant(id: string): Promise<void> {
-    const left = (await listGrants(admin)).filter((g) => g.id === id && g.revokedAt === null);
-    expect(left).toEqual([]);
+    expect((await listGrants(admin)).map((g) => g.id)).not.toContain(id);
+    expect(fs.readFileSync(path.join(dir, 'state/ledger.json'), 'utf8')).not.toContain(id);
   }
+
+  it('does not run the command, and exits 125, when the admin API refuses the run’s grant', async () => {
+    const marker = path.join(work, 'ran-without-grant');
+    const before = (await listGrants(admin)).length;
+    const run = startSluiceRun(['--destination', 'https://*.*.bad', '--admin', `unix:${admin}`, '--', 'touch', marker], { cwd: work, env: callerEnv(dir), timeoutMs: 30_000 });
+    const r = await run.result;
+    expect(r.code).toBe(125);
+    expect(r.stderr).toMatch(/admin API refused the run's grant: 400 grant_invalid/);
+    expect(fs.existsSync(marker)).toBe(false);
+    expect((await listGrants(admin)).length).toBe(before);
+  });
 
   it('issues the grant while the command runs, serves the command through it, and revokes it on a normal exit (status passed on)', async () => {
     const { run, grant } = await startAndObserve(waitingCommand(`${url}/owned`, 'exit 7'));
