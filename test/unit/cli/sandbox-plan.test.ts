@@ -95,6 +95,15 @@ describe('planSandbox: the filesystem view', () => {
     expect(m).toContain('--proc /proc');
   });
 
+  it('binds a run-owned grant’s directory (the socket may not exist yet) and points the init at the socket inside it', () => {
+    const runDir = path.join(root, 'run-dir');
+    fs.mkdirSync(runDir, { recursive: true });
+    const args = argsOf(spec({ grantSocket: path.join(runDir, 'grant.sock'), isGrantDirBound: true }));
+    expect(mounts(args)).toContain(`--ro-bind ${runDir} /run/sluice/grant`);
+    expect(mounts(args).join('\n')).not.toContain('/run/sluice/grant.sock');
+    expect(args.slice(args.indexOf('--') + 1)).toContain('/run/sluice/grant/grant.sock');
+  });
+
   it('shows /etc only by allow-list: never /etc/shadow, /etc/ssl/private or /etc itself', () => {
     const m = mounts(argsOf(spec()));
     expect(m.filter((x) => /\s\/etc(\/shadow|\/gshadow|\/ssl\/private|\/sudoers)?$/.test(x))).toEqual([]);
