@@ -46,6 +46,8 @@ export function socksReplyCode(reason: ReasonCode): number {
     case 'connection_quota_exhausted':
     case 'byte_limit_reached':
     case 'auth_rate_limited':
+    case 'lookup_limit_reached':
+    case 'pac_limit_reached':
     case 'sni_mismatch':
       return 0x02; // connection not allowed by ruleset
     default:
