@@ -8,7 +8,7 @@ export const Reasons = {
   granted: { status: 200, message: 'destination is in the principal’s grant' },
   token_missing: { status: 407, message: 'no grant token was presented' },
   token_invalid: { status: 407, message: 'the presented grant token is not valid' },
-  token_grant_mismatch: { status: 403, message: 'a token for another grant was presented on a dedicated listener' },
+  token_grant_mismatch: { status: 407, message: 'a token valid for another grant was presented on a dedicated listener' },
   principal_changed: { status: 403, message: 'a later request on this connection presented another principal' },
   grant_unknown: { status: 403, message: 'the listener is bound to a grant that does not exist' },
   grant_expired: { status: 403, message: 'the grant has expired' },
@@ -60,6 +60,21 @@ export type ReasonCode = keyof typeof Reasons;
 
 export function isReasonCode(value: string): value is ReasonCode {
   return Object.hasOwn(Reasons, value);
+}
+
+/**
+ * Audit-only codes: recorded in the decision (reason, detail, metrics) but never sent. The client gets
+ * the code each maps to, same status, headers and body. A token valid for another grant on a dedicated
+ * listener is answered exactly like an invalid one, so the answer is no oracle for live tokens (review
+ * 2026-12 finding 13).
+ */
+export const AuditOnlyReasons = {
+  token_grant_mismatch: 'token_invalid',
+} as const satisfies Partial<Record<ReasonCode, ReasonCode>>;
+
+/** The code a client is answered with for a decision recorded as `reason`. */
+export function sentReason(reason: ReasonCode): ReasonCode {
+  return Object.hasOwn(AuditOnlyReasons, reason) ? AuditOnlyReasons[reason as keyof typeof AuditOnlyReasons] : reason;
 }
 
 /** Close reasons describe how an established tunnel or forward ended; they are recorded, never answered. */

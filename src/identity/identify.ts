@@ -40,6 +40,9 @@ function principalFromToken(tokens: TokenStore, presented: PresentedToken): stri
 /**
  * Identifies the principal of one request. On a dedicated listener the listener decides; a token for
  * another grant presented there is refused, so authority never bleeds between principals (BRIEF).
+ * That refusal, token_grant_mismatch, is audit-only: the client is answered token_invalid, and both
+ * cases did the same hashing and constant-time compare, so a caller cannot learn that a token is live
+ * for some other grant (review 2026-12 finding 13).
  */
 export function identify(listener: ListenerIdentity, tokens: TokenStore, header: string | undefined): Verdict<Principal> {
   const presented = parseProxyAuthorization(header);
@@ -48,7 +51,7 @@ export function identify(listener: ListenerIdentity, tokens: TokenStore, header:
     if (presented === 'malformed') return deny('token_invalid', 'unreadable Proxy-Authorization');
     const grantId = principalFromToken(tokens, presented);
     if (grantId === undefined) return deny('token_invalid');
-    if (grantId !== listener.boundGrant) return deny('token_grant_mismatch');
+    if (grantId !== listener.boundGrant) return deny('token_grant_mismatch', `token of grant ${grantId}`);
     return ok({ grantId, via: 'listener' });
   }
   if (presented === null) return deny('token_missing');

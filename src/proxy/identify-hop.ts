@@ -1,6 +1,7 @@
 // The identify stage of a hop: who this request acts for. A principal is fixed per connection; a later
 // request that presents another principal's token is refused (authority never bleeds, seed A5).
 import type http from 'node:http';
+import { sentReason } from '../core/index.js';
 import { identify } from '../identity/index.js';
 import type { ConnectionContext } from './connection-context.js';
 import { checkGrantLive } from './decide.js';
@@ -28,7 +29,8 @@ export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop:
     }
     const verdict = identify(ctx.identity, rt.registry.tokens, header);
     if (!verdict.ok) {
-      if (verdict.reason === 'token_invalid') rt.authThrottle.recordFailure(ctx.source);
+      // Counted alike, so the throttle is no oracle either: a mismatch is answered as token_invalid.
+      if (sentReason(verdict.reason) === 'token_invalid') rt.authThrottle.recordFailure(ctx.source);
       hop.fail(verdict.reason, verdict.detail);
       return null;
     }

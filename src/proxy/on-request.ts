@@ -17,7 +17,7 @@ import type { ProxyRuntime } from './runtime.js';
 function deny(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.IncomingMessage, res: http.ServerResponse): void {
   recordDecision(rt.audit, ctx, hop, rt.metrics);
   // An unread request body would be parsed as the next request: close instead of keeping alive.
-  const close = hasBody(req) || hop.reason === 'principal_changed' || hop.reason === 'token_grant_mismatch';
+  const close = hasBody(req) || hop.reason === 'principal_changed';
   writeResponseDenial(res, { reason: hop.reason, destination: hop.canonical?.key ?? null, grant: hop.principal?.grantId ?? null }, close);
 }
 

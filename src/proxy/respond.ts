@@ -1,13 +1,14 @@
 // Writes the responses Sluice generates itself: status from the reason table, an RFC 9209 Proxy-Status
 // whose `details` is the reason code, and a one-line body naming the canonical destination and grant.
-// Never a token, never a header value from the request.
+// Never a token, never a header value from the request, never an audit-only code (core/reason.ts).
 import type http from 'node:http';
 import type net from 'node:net';
-import { Reasons, type ReasonCode } from '../core/index.js';
+import { Reasons, sentReason, type ReasonCode } from '../core/index.js';
 
 export const PROXY_NAME = 'sluice';
 
 // RFC 9209 §2.3 proxy error types for each reason code; codes absent here carry no `error` parameter.
+// Audit-only codes (token_grant_mismatch) are never sent, so they have none.
 const ERROR_TYPES: Partial<Record<ReasonCode, string>> = {
   request_malformed: 'http_request_error',
   headers_too_large: 'http_request_error',
@@ -24,7 +25,6 @@ const ERROR_TYPES: Partial<Record<ReasonCode, string>> = {
   upgrade_unsupported: 'http_request_denied',
   token_missing: 'http_request_denied',
   token_invalid: 'http_request_denied',
-  token_grant_mismatch: 'http_request_denied',
   principal_changed: 'http_request_denied',
   grant_unknown: 'http_request_denied',
   grant_expired: 'http_request_denied',
@@ -64,24 +64,26 @@ export function proxyStatus(reason: ReasonCode): string {
 }
 
 export interface DenialContext {
+  /** The decision's code; an audit-only code is answered as the code it maps to. */
   readonly reason: ReasonCode;
   readonly destination: string | null;
   readonly grant: string | null;
 }
 
 export function denialBody(ctx: DenialContext): string {
-  const spec = Reasons[ctx.reason];
-  return `sluice: ${spec.status} ${ctx.reason}: ${spec.message} (destination ${ctx.destination ?? 'unknown'}, grant ${ctx.grant ?? 'none'})\n`;
+  const reason = sentReason(ctx.reason);
+  const spec = Reasons[reason];
+  return `sluice: ${spec.status} ${reason}: ${spec.message} (destination ${ctx.destination ?? 'unknown'}, grant ${ctx.grant ?? 'none'})\n`;
 }
 
-function denialHeaders(ctx: DenialContext, body: string, close: boolean): [string, string][] {
+function denialHeaders(reason: ReasonCode, body: string, close: boolean): [string, string][] {
   const headers: [string, string][] = [
-    ['Proxy-Status', proxyStatus(ctx.reason)],
+    ['Proxy-Status', proxyStatus(reason)],
     ['Content-Type', 'text/plain; charset=utf-8'],
     ['Content-Length', String(Buffer.byteLength(body))],
     ['Cache-Control', 'no-store'],
   ];
-  if (Reasons[ctx.reason].status === 407) headers.push(['Proxy-Authenticate', 'Basic realm="sluice"']);
+  if (Reasons[reason].status === 407) headers.push(['Proxy-Authenticate', 'Basic realm="sluice"']);
   if (close) headers.push(['Connection', 'close']);
   return headers;
 }
@@ -92,10 +94,11 @@ export function writeSocketDenial(socket: net.Socket, ctx: DenialContext): void 
     socket.destroy();
     return;
   }
-  const spec = Reasons[ctx.reason];
+  const reason = sentReason(ctx.reason);
   const body = denialBody(ctx);
-  const head = denialHeaders(ctx, body, true).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-  socket.end(`HTTP/1.1 ${spec.status} ${statusText(spec.status)}\r\n${head}\r\n${body}`);
+  const head = denialHeaders(reason, body, true).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  const status = Reasons[reason].status;
+  socket.end(`HTTP/1.1 ${status} ${statusText(status)}\r\n${head}\r\n${body}`);
   socket.destroySoon();
 }
 
@@ -105,9 +108,10 @@ export function writeResponseDenial(res: http.ServerResponse, ctx: DenialContext
     res.destroy();
     return;
   }
+  const reason = sentReason(ctx.reason);
   const body = denialBody(ctx);
   res.shouldKeepAlive = res.shouldKeepAlive && !close;
-  res.writeHead(Reasons[ctx.reason].status, denialHeaders(ctx, body, close).flat());
+  res.writeHead(Reasons[reason].status, denialHeaders(reason, body, close).flat());
   res.end(body);
 }
 

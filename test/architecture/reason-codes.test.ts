@@ -2,7 +2,7 @@
 // directions (fastify's errors.test pattern): every code documented once, with its status and message,
 // and no documented code that the code does not know. The Proxy-Status error types are checked too.
 import { describe, expect, it } from 'vitest';
-import { CloseReasons, Reasons, type ReasonCode } from '../../src/core/index.js';
+import { AuditOnlyReasons, CloseReasons, Reasons, sentReason, type ReasonCode } from '../../src/core/index.js';
 import { proxyStatus } from '../../src/proxy/index.js';
 import { codeSpan, readDoc, readTables, type MarkdownTable } from './markdown.js';
 
@@ -86,6 +86,7 @@ describe('docs/reason-codes.md: close reasons', () => {
 
 describe('docs/reason-codes.md: Proxy-Status error types', () => {
   const table = tableUnder('What the client sees');
+  const rowsOfDecisionTable = rowsByCode(tableUnder('Decision reason codes')).rows;
 
   /** error type → codes, as the doc lists them. */
   const documented = new Map<ReasonCode, string>();
@@ -95,10 +96,19 @@ describe('docs/reason-codes.md: Proxy-Status error types', () => {
     for (const match of (row[1] ?? '').matchAll(/`([a-z_]+)`/g)) documented.set(match[1] as ReasonCode, type);
   }
 
-  it.each(Object.keys(Reasons) as ReasonCode[])('documents the Proxy-Status of %s', (code) => {
+  const sent = (Object.keys(Reasons) as ReasonCode[]).filter((code) => sentReason(code) === code);
+
+  it.each(sent)('documents the Proxy-Status of %s', (code) => {
     const header = proxyStatus(code);
     expect(header).toContain(`details="${code}"`);
     const type = /; error=([a-z_]+);/.exec(header)?.[1];
     expect(documented.get(code), `${code} sends ${header}`).toBe(type);
+  });
+
+  it.each(Object.entries(AuditOnlyReasons))('lists no audit-only code (%s is sent as %s), whose row says so', (code, sentAs) => {
+    expect(documented.has(code as ReasonCode)).toBe(false);
+    expect(Reasons[code as ReasonCode].status).toBe(Reasons[sentAs].status);
+    expect(sentReason(sentAs)).toBe(sentAs);
+    expect(rowsOfDecisionTable.get(code)?.join(' ')).toMatch(/Audit-only: never sent to a client/);
   });
 });

@@ -100,15 +100,19 @@ describe('principal isolation', () => {
     expect(result.stdout).toBe('origin:GET:/tcp');
   });
 
+  // Answered like any invalid token, so the answer does not reveal that B's token is live (review
+  // 2026-12 finding 13, test/security/token-validity-oracle.test.ts); the audit record keeps the difference.
   it("refuses grant B's valid token on grant A's dedicated listeners", async () => {
     const result = await runCurl(['-i', '--proxy', `http://b:${TOKEN_B}@127.0.0.1:${dedicatedPort()}`, `http://b.test:${originB.port}/bleed`]);
     const response = curlHeadersAndBody(result.stdout);
-    expect(response.status).toBe(403);
-    expect(response.headers['proxy-status']).toContain('details="token_grant_mismatch"');
+    expect(response.status).toBe(407);
+    expect(response.headers['proxy-status']).toContain('details="token_invalid"');
+    expect(sluice.decisions().at(-1)).toMatchObject({ listener: 'sandbox-a-tcp', principal: null, reason: 'token_grant_mismatch', status: 407 });
     const basic = Buffer.from(`b:${TOKEN_B}`).toString('base64');
     const text = await overUnixSocket(`CONNECT b.test:${originB.port} HTTP/1.1\r\nHost: b.test:${originB.port}\r\nProxy-Authorization: Basic ${basic}\r\n\r\n`);
-    expect(text).toMatch(/^HTTP\/1.1 403/);
-    expect(text).toContain('details="token_grant_mismatch"');
+    expect(text).toMatch(/^HTTP\/1.1 407/);
+    expect(text).toContain('details="token_invalid"');
+    expect(sluice.decisions().at(-1)).toMatchObject({ listener: 'sandbox-a', principal: null, reason: 'token_grant_mismatch' });
     expect(originB.requests.some((r) => r.url === '/bleed')).toBe(false);
   });
 
