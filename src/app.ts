@@ -5,7 +5,7 @@ import { ProxyError, type ControlResult, type LookupAll, type LookupAnswer, type
 import { loadConfig, type Config, type ConfigIssue } from './config/index.js';
 import { canonicalizeHost } from './authority/index.js';
 import { Ledger, LedgerStore, type GrantRecord } from './ledger/index.js';
-import { Resolver, SelfAddresses, createServersLookup, createSystemLookup } from './resolve/index.js';
+import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSystemLookup, type ReadInterfaces } from './resolve/index.js';
 import { buildRoutes, type PacSource } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive } from './egress/index.js';
 import { checkAdminSection, resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
@@ -37,6 +37,10 @@ export interface AppOptions {
   readonly audit?: AuditSink;
   readonly log?: OperationalLog;
   readonly cwd?: string;
+  /** Replaces os.networkInterfaces() for the `host` class (tests inject the host's addresses here). */
+  readonly hostInterfaces?: ReadInterfaces;
+  /** How often `start` re-reads the interface list; HOST_ADDRESS_REFRESH_MS unless given. */
+  readonly hostRefreshMs?: number;
 }
 
 export interface SluiceApp {
@@ -89,7 +93,7 @@ export async function buildRuntime(
   config: Config,
   options: AppOptions,
 ): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null; pac: PacSource | null; tokens: ReadonlyMap<string, Buffer> }>> {
-  const self = new SelfAddresses(selfListeners(config));
+  const self = new SelfAddresses(selfListeners(config), new HostAddresses(options.hostInterfaces, options.hostRefreshMs));
   const hosts = compileHosts(config.dns.hosts);
   const issues = [
     ...checkConfigGrants(config.grants, options.env, self),
@@ -260,6 +264,9 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     throw error;
   }
 
+  // Read again now that everything listens, then every hostRefreshMs: a new interface address is `host` within that.
+  self.host.refresh();
+  self.host.start();
   let closed = false;
   return {
     runtime,
@@ -272,6 +279,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     async close(drainMs = 0) {
       if (closed) return;
       closed = true;
+      self.host.stop();
       await Promise.all([stopListeners(listeners, drainMs), dedicated.closeAll(drainMs)]);
       await admin?.close();
       await metricsServer?.close();

@@ -24,14 +24,18 @@ export type AddressClass =
   | 'unspecified'
   | 'multicast'
   | 'reserved'
+  | 'host'
   | 'self';
 
 export const ADDRESS_CLASSES: readonly AddressClass[] = [
-  'public', 'private', 'loopback', 'link_local', 'cgnat', 'unspecified', 'multicast', 'reserved', 'self',
+  'public', 'private', 'loopback', 'link_local', 'cgnat', 'unspecified', 'multicast', 'reserved', 'host', 'self',
 ];
 
-/** Classes a grant may add beyond public; unspecified, multicast and self can never be granted. */
-export const GRANTABLE_CLASSES: readonly AddressClass[] = ['private', 'loopback', 'link_local', 'cgnat', 'reserved'];
+/**
+ * Classes a grant may add beyond public; unspecified, multicast and self can never be granted. `host`
+ * (the machine's own non-loopback interface addresses, on every port) is reached only by naming it.
+ */
+export const GRANTABLE_CLASSES: readonly AddressClass[] = ['private', 'loopback', 'link_local', 'cgnat', 'reserved', 'host'];
 
 export interface ResolvedAddress {
   readonly address: string;

@@ -1,6 +1,7 @@
 // A grant's address policy, compiled once: which classes and CIDRs beyond public it may reach.
 // unspecified, multicast and self are refused whatever the grant says (BRIEF: Sluice never connects to
-// its own listeners, admin socket or metrics port).
+// its own listeners, admin socket or metrics port). `host` (the machine's own interface addresses) is
+// reached only by a grant that names it: neither a range class nor a CIDR admits it.
 import net from 'node:net';
 import { GRANTABLE_CLASSES, type AddressClass, type ClassifiedAddress, type ResolvedAddress } from '../core/index.js';
 import { classifyAddress } from './address-class.js';
@@ -58,8 +59,11 @@ const NEVER: ReadonlySet<AddressClass> = new Set(['unspecified', 'multicast', 's
 /** Classifies one resolved address for one destination port and says whether the grant allows it. */
 export function checkAddress(policy: AddressPolicy, resolved: ResolvedAddress, port: number): ClassifiedAddress {
   const { class: baseClass, effective } = classifyAddress(resolved.address);
-  const cls: AddressClass = policy.self.has(effective, baseClass, port) ? 'self' : baseClass;
+  const cls = policy.self.classOf(effective, baseClass, port);
   if (NEVER.has(cls)) return { address: resolved.address, family: resolved.family, class: cls, allowed: false };
+  // A host address is `host` whatever its range (a private interface address too): `private` or a
+  // CIDR over it must not reach services bound to 0.0.0.0/[::] on this machine (review 2026-12, finding 8).
+  if (cls === 'host') return { address: resolved.address, family: resolved.family, class: cls, allowed: policy.classes.has('host') };
   // Only the effective address counts, against CIDRs of its own family: a CIDR over the outer IPv6
   // (64:ff9b::/96 for NAT64, ::ffff:0:0/96, ::/0) must not admit the loopback or metadata address it embeds.
   const isV4 = net.isIPv4(effective);

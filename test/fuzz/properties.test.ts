@@ -13,6 +13,7 @@ import { Reasons, isReasonCode, type ReasonCode } from '../../src/core/reason.js
 import { classifyAddress } from '../../src/resolve/address-class.js';
 import { compileAddressPolicy, type AddressPolicy } from '../../src/resolve/address-policy.js';
 import { pin } from '../../src/resolve/pin.js';
+import { HostAddresses } from '../../src/resolve/host-addresses.js';
 import { SelfAddresses } from '../../src/resolve/self-addresses.js';
 import { denialBody, proxyStatus } from '../../src/proxy/respond.js';
 
@@ -284,7 +285,13 @@ describe('request-target parsers (fast-check)', () => {
 const NEVER = new Set<AddressClass>(['unspecified', 'multicast', 'self']);
 const SELF_PORT = 3180;
 const EXACT_SELF = { v4: '192.0.2.10', v4Port: 9464, v6: '2001:db8::5', v6Port: 8443 };
-const self = new SelfAddresses([`127.0.0.1:${SELF_PORT}`, `${EXACT_SELF.v4}:${EXACT_SELF.v4Port}`, `[${EXACT_SELF.v6}]:${EXACT_SELF.v6Port}`]);
+/** The host's own interface addresses (class host), injected so the oracle does not depend on this machine. */
+const HOST = { v4: '11.22.33.44', v6: '2a01:4f8:1:2::44', private: '10.20.30.40' };
+const HOST_EFFECTIVE = new Set(Object.values(HOST));
+const self = new SelfAddresses(
+  [`127.0.0.1:${SELF_PORT}`, `${EXACT_SELF.v4}:${EXACT_SELF.v4Port}`, `[${EXACT_SELF.v6}]:${EXACT_SELF.v6Port}`],
+  new HostAddresses(() => ({ lo: [{ address: '127.0.0.1' }, { address: '::1' }], eth0: Object.values(HOST).map((address) => ({ address })) })),
+);
 
 interface Cidr {
   readonly text: string;
@@ -325,14 +332,19 @@ function inAnyCidr(effective: string, cidrs: readonly Cidr[]): boolean {
   return cidrs.some((c) => c.net.kind() === addr.kind() && addr.match(c.net as never, c.prefix));
 }
 
-const answer = fc.oneof(anyV4, anyV6, fc.constantFrom(EXACT_SELF.v4, EXACT_SELF.v6, `::ffff:${EXACT_SELF.v4}`, '127.0.0.1', '::1', '0.0.0.0', '::ffff:127.0.0.1'));
+const answer = fc.oneof(
+  anyV4,
+  anyV6,
+  fc.constantFrom(EXACT_SELF.v4, EXACT_SELF.v6, `::ffff:${EXACT_SELF.v4}`, '127.0.0.1', '::1', '0.0.0.0', '::ffff:127.0.0.1'),
+  fc.constantFrom(HOST.v4, HOST.v6, HOST.private, `::ffff:${HOST.v4}`, '64:ff9b::b16:212c', '2002:b16:212c::1', `::ffff:${HOST.private}`),
+);
 const policyInput = fc.record({
   classes: fc.subarray([...ADDRESS_CLASSES, 'bogus']),
   cidrs: fc.array(cidr, { maxLength: 4 }),
 });
 
 describe('pin() (fast-check)', () => {
-  it('pins exactly the answers that classifyAddress + the grant policy allow, in order, and never an unspecified, multicast or self address', () => {
+  it('pins exactly the answers that classifyAddress + the grant policy allow, in order, and never an unspecified, multicast or self address, nor a host address without host', () => {
     const destPort = fc.constantFrom(443, 80, SELF_PORT, EXACT_SELF.v4Port, EXACT_SELF.v6Port, 8080);
     fc.assert(
       fc.property(fc.array(answer, { minLength: 1, maxLength: 8 }), policyInput, destPort, (addresses, input, portNumber) => {
@@ -344,11 +356,13 @@ describe('pin() (fast-check)', () => {
         const dest = { host: 'fuzz.test', hostKind: 'name', port: portNumber, key: `fuzz.test:${portNumber}` } as CanonicalDestination;
         const { verdict, classified } = pin(dest, answers, policy);
 
-        // The oracle: public plus the grantable classes the grant names, or a CIDR of the effective address's family.
+        // The oracle: public plus the grantable classes the grant names, or a CIDR of the effective address's
+        // family; a host address only when the grant names host (no range class or CIDR admits it).
         const granted = new Set<string>(['public', ...input.classes.filter((c) => (GRANTABLE_CLASSES as readonly string[]).includes(c))]);
         const expected = answers.filter((a) => {
           const { class: base, effective } = classifyAddress(a.address);
           if (NEVER.has(base) || self.has(effective, base, portNumber)) return false;
+          if (HOST_EFFECTIVE.has(effective)) return granted.has('host');
           return granted.has(base) || inAnyCidr(effective, input.cidrs);
         });
         const pinned = verdict.ok ? verdict.value : [];
@@ -360,6 +374,7 @@ describe('pin() (fast-check)', () => {
           const { class: base, effective } = classifyAddress(p.address);
           expect(['unspecified', 'multicast']).not.toContain(base);
           expect(self.has(effective, base, portNumber), `${p.address}:${portNumber} is Sluice itself`).toBe(false);
+          expect(p.class === 'host', `${p.address} pinned as ${p.class}`).toBe(HOST_EFFECTIVE.has(effective));
         }
         if (!verdict.ok) {
           expect(['address_class_denied', 'address_self']).toContain(verdict.reason);

@@ -57,7 +57,7 @@ describe('Sluice never connects to itself', () => {
             id: 'u',
             tokenSha256: tokenHash(TOKEN),
             unrestricted: true,
-            allowAddressClasses: ['private', 'loopback', 'link_local', 'cgnat', 'reserved'],
+            allowAddressClasses: ['private', 'loopback', 'link_local', 'cgnat', 'reserved', 'host'],
             allowAddresses: ['0.0.0.0/0', '::/0'],
           },
         ],
@@ -143,5 +143,50 @@ describe('Sluice never connects to itself', () => {
     // Whatever answers there (usually nothing: dial_refused), the decision is not a self-loop refusal.
     expect(tunnel.head).not.toContain('address_self');
     expect(sluice.decisions().at(-1)?.addresses).toEqual([{ address: '127.0.0.1', class: 'loopback', allowed: true }]);
+  });
+});
+
+// Mutation review 2026-12 (self-addresses.ts ids 1141–1159): with every listener on 127.0.0.1 the
+// wildcard branch was never exercised, so a mutant that made only the literal `0.0.0.0 <port>` self
+// survived the whole suite. A listener on 0.0.0.0 accepts on every IPv4 address of the host: 127.0.0.1,
+// 127.1 and the host's interface addresses must all be self on its port.
+describe('Sluice never connects to its own 0.0.0.0 listener', () => {
+  let sluice: TestSluice;
+
+  beforeAll(async () => {
+    diagnostics.subscribe('net.server.socket', onServerSocket);
+    sluice = await startSluice(
+      {
+        listeners: [{ name: 'shared', listen: '0.0.0.0:0', identify: 'token' }],
+        grants: [
+          {
+            id: 'u',
+            tokenSha256: tokenHash(TOKEN),
+            unrestricted: true,
+            allowAddressClasses: ['private', 'loopback', 'link_local', 'cgnat', 'reserved', 'host'],
+            allowAddresses: ['0.0.0.0/0', '::/0'],
+          },
+        ],
+      },
+      { lookup: tableLookup({ localhost: ['127.0.0.1'] }) },
+    );
+  });
+  afterAll(async () => {
+    diagnostics.unsubscribe('net.server.socket', onServerSocket);
+    await sluice?.close();
+  });
+
+  it('CONNECT to 127.0.0.1:<its port> (and 127.1, 127.0.0.2, localhost, 0.0.0.0, the host’s addresses) is 403 address_self, with no loop', async () => {
+    expect(sluice.app.listeners[0]?.address).toMatch(/^0\.0\.0\.0:\d+$/);
+    const before = accepted.get(sluice.port) ?? 0;
+    const hosts = ['127.0.0.1', '127.1', '127.0.0.2', 'localhost', '0.0.0.0', '[::ffff:127.0.0.1]', ...interfaceAddresses()];
+    for (const host of hosts) {
+      const tunnel = await openConnectTunnel(sluice.port, `${host}:${sluice.port}`, { 'Proxy-Authorization': AUTH });
+      tunnel.socket.destroy();
+      expect.soft(tunnel.status, host).toBe(403);
+      expect.soft(tunnel.head, host).toContain('details="address_self"');
+      expect.soft(sluice.decisions().at(-1), host).toMatchObject({ reason: 'address_self', pinned: null });
+    }
+    expect((accepted.get(sluice.port) ?? 0) - before).toBe(hosts.length);
   });
 });

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { stringify } from 'yaml';
 import { parseConfigText } from '../../src/config/index.js';
 import { ProxyError, type LookupAll, type LookupAnswer } from '../../src/core/index.js';
-import { startApp, type SluiceApp } from '../../src/app.js';
+import { startApp, type AppOptions, type SluiceApp } from '../../src/app.js';
 import type { AuditRecordV1, CloseRecordV1, DecisionRecordV1 } from '../../src/audit/index.js';
 
 export interface TestSluice {
@@ -33,7 +33,10 @@ export function tableLookup(table: Record<string, readonly string[]>, counter?: 
 
 export const silentLog = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
-export async function startSluice(config: Record<string, unknown>, options: { lookup?: LookupAll; env?: Record<string, string> } = {}): Promise<TestSluice> {
+export async function startSluice(
+  config: Record<string, unknown>,
+  options: { lookup?: LookupAll; env?: Record<string, string> } & Pick<AppOptions, 'hostInterfaces' | 'hostRefreshMs'> = {},
+): Promise<TestSluice> {
   // Each instance gets its own state dir, so ledgers (revocations) never leak between tests. A config
   // that names its own state dir owns it (and removes it); none is made for it here.
   const stateDir = config['state'] === undefined ? fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-state-')) : '';
@@ -50,6 +53,8 @@ export async function startSluice(config: Record<string, unknown>, options: { lo
     lookup: options.lookup ?? tableLookup({}),
     audit: { write: (r) => void records.push(r), flush: () => Promise.resolve() },
     log: silentLog,
+    ...(options.hostInterfaces === undefined ? {} : { hostInterfaces: options.hostInterfaces }),
+    ...(options.hostRefreshMs === undefined ? {} : { hostRefreshMs: options.hostRefreshMs }),
   });
   const tcp = app.listeners.find((l) => !l.address.startsWith('unix:'));
   const port = tcp === undefined ? 0 : Number(tcp.address.slice(tcp.address.lastIndexOf(':') + 1));
