@@ -129,6 +129,9 @@ export async function buildRuntime(
     onPacCache: (hit) => metricsRef.current?.pacCache(hit),
   });
   if (!routes.ok) return routes;
+  // Said once, at start: the route each request family takes in system mode (review 2026-12 finding 11).
+  const summary = routes.value.selector.summary;
+  if (summary !== undefined) log[summary.isSplit ? 'warn' : 'info']({ route: config.route.mode, routes: summary.lines }, `route ${config.route.mode}: ${summary.lines.join('; ')}`);
   let pacError: string | null = null;
   const pac = routes.value.pac;
   if (pac !== null) {

@@ -16,6 +16,8 @@ export interface Explanation {
   readonly addresses: readonly { address: string; class: string; allowed: boolean }[];
   readonly pinned: readonly string[];
   readonly route: string | null;
+  /** System mode: the route each request family takes and why, whatever this hop's scheme. */
+  readonly routeSummary: readonly string[];
   readonly pacAnswer: string | null;
   /** Each route alternative that survived the checks, in the order it would be tried. */
   readonly alternatives: readonly { hop: string; attested: boolean; credentialObserving: boolean }[];
@@ -70,6 +72,7 @@ export async function explain(rt: ProxyRuntime, grantId: string, target: string)
     addresses: hop.addresses.map((a) => ({ address: a.address, class: a.class, allowed: a.allowed })),
     pinned: hop.pinned.map((p) => p.address),
     route: hop.route?.label ?? null,
+    routeSummary: rt.routes.summary?.lines ?? [],
     pacAnswer: hop.route?.pacAnswer ?? null,
     alternatives: hop.routeHops.map((h) => ({
       hop: h.kind === 'direct' ? 'direct' : `proxy ${h.proxy.label}${h.proxy.sendResolvedAddress ? ' (sends the checked address)' : ''}`,
@@ -93,6 +96,7 @@ export function formatExplanation(e: Explanation): string {
     `addresses:  ${e.addresses.length === 0 ? '-' : e.addresses.map((a) => `${a.address} ${a.class} ${a.allowed ? 'allowed' : 'denied'}`).join(', ')}`,
     `pinned:     ${e.pinned.length === 0 ? '-' : e.pinned.join(', ')}`,
     `route:      ${e.route ?? '-'}`,
+    ...e.routeSummary.map((line) => `            ${line}`),
     ...(e.pacAnswer === null ? [] : [`pac:        ${e.pacAnswer}`]),
     ...e.alternatives.map((a, i) => `  ${i + 1}. ${a.hop}: ${a.attested ? 'attested (Sluice checks the dialed address)' : 'unattested (the upstream proxy resolves the name)'}${a.credentialObserving ? ', credential-observing (inspects TLS)' : ''}`),
     `attested:   ${e.attested === null ? '-' : String(e.attested)}`,

@@ -5,7 +5,7 @@
 import { deny, ok, type CanonicalDestination, type RequestKind, type Scheme, type UpstreamProxy, type Verdict } from '../core/index.js';
 import { parsePacAnswer } from './pac-answer.js';
 import type { PacSource } from './pac-source.js';
-import type { SystemProxy } from './system-proxy.js';
+import { describeSystemProxy, isSystemProxySplit, type SystemProxy } from './system-proxy.js';
 import { parseUpstream, type UpstreamSettings } from './upstream.js';
 
 export type RouteMode = 'direct' | 'proxy' | 'pac' | 'system';
@@ -21,10 +21,18 @@ export interface Route {
   readonly pacAnswer: string | null;
 }
 
+export interface RouteSummary {
+  readonly lines: readonly string[];
+  /** One request family goes through a proxy and the other goes direct. */
+  readonly isSplit: boolean;
+}
+
 export interface RouteSelector {
   readonly mode: RouteMode;
   /** PAC builtins answer from what Sluice already resolved, so resolve before selecting. */
   readonly resolvesFirst: boolean;
+  /** System mode: which route each request family takes and why (the startup log and `sluice explain`). */
+  readonly summary?: RouteSummary;
   select(dest: CanonicalDestination, kind: RequestKind, scheme: Scheme | null): Promise<Verdict<Route>>;
   close(): void;
 }
@@ -54,6 +62,7 @@ export function systemSelector(system: SystemProxy): RouteSelector {
       if (system.noProxy?.matches(dest) === true) return Promise.resolve(ok(direct));
       return Promise.resolve(ok(kind === 'connect' ? forHttps : forHttp));
     },
+    summary: { lines: describeSystemProxy(system), isSplit: isSystemProxySplit(system) },
     close: () => undefined,
   };
 }

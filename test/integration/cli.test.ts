@@ -123,6 +123,22 @@ describe('sluice CLI', () => {
     expect(unknown.stdout).toMatch(/decision:\s+deny 403 grant_unknown/);
   });
 
+  // The review's repro: an environment configured through ALL_PROXY, or through HTTP_PROXY alone.
+  it('review 2026-12 finding 11: explain in system mode honours ALL_PROXY and names the route of each family', () => {
+    const file = write('explain-system.yaml', { ...goodConfig(), route: { mode: 'system' } });
+    // Empty means unset (as in curl), so the runner's own proxy variables cannot leak in.
+    const unset = { http_proxy: '', HTTP_PROXY: '', https_proxy: '', HTTPS_PROXY: '', all_proxy: '', ALL_PROXY: '', no_proxy: '', NO_PROXY: '' };
+    const all = sluice(['explain', '--config', file, '--grant', 'sandbox-a', 'https://api.test'], { ...unset, ALL_PROXY: 'http://127.0.0.1:21999' });
+    expect(all.stdout).toMatch(/route:\s+system proxy http:\/\/127\.0\.0\.1:21999\n/);
+    expect(all.stdout).toContain('https, wss, tcp (CONNECT): system proxy http://127.0.0.1:21999 (from ALL_PROXY)');
+    const httpOnly = sluice(['explain', '--config', file, '--grant', 'sandbox-a', 'https://api.test'], { ...unset, HTTP_PROXY: 'http://127.0.0.1:21999' });
+    expect(httpOnly.stdout).toMatch(/route:\s+system direct\n\s+https, wss, tcp \(CONNECT\): system direct \(no https_proxy, HTTPS_PROXY, all_proxy or ALL_PROXY set\)\n/);
+    expect(httpOnly.stdout).toContain('http, ws (absolute-form): system proxy http://127.0.0.1:21999 (from HTTP_PROXY)');
+    const socks = sluice(['check-config', file], { ...unset, ALL_PROXY: 'socks5://127.0.0.1:1080' });
+    expect(socks.status).toBe(2);
+    expect(socks.stderr).toContain('route.system (ALL_PROXY)');
+  });
+
   it('check-config exits 2 when the PAC cannot be loaded', () => {
     const file = write('bad-pac.yaml', { ...goodConfig(), route: { mode: 'pac', pac: { file: path.join(dir, 'missing.pac') } } });
     const r = sluice(['check-config', file]);

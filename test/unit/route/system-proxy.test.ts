@@ -1,8 +1,10 @@
-// System mode reads Sluice's own proxy variables; NO_PROXY follows curl's documented semantics, and a
-// set-but-unparsable variable is an error, never ignored.
+// System mode reads Sluice's own proxy variables with curl's precedence (https_proxy, HTTPS_PROXY, then
+// all_proxy, ALL_PROXY for CONNECT; http_proxy, HTTP_PROXY, then all_proxy, ALL_PROXY for absolute-form);
+// NO_PROXY follows curl's documented semantics, and a consulted but unparsable variable is an error,
+// never ignored and never replaced by DIRECT.
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../../src/authority/index.js';
-import { parseNoProxy, readSystemProxy, parseUpstream, readCredentialsFile } from '../../../src/route/index.js';
+import { describeSystemProxy, isSystemProxySplit, parseNoProxy, readSystemProxy, parseUpstream, readCredentialsFile, type SystemProxy } from '../../../src/route/index.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -66,6 +68,76 @@ describe('system proxy variables', () => {
   it('treats unset and empty variables as no proxy (direct is the effective route)', () => {
     const r = readSystemProxy({ http_proxy: '' }, undefined);
     expect(r.ok && r.value.http === null && r.value.https === null).toBe(true);
+  });
+});
+
+/** The system proxy read from `env`, which must parse. */
+function system(env: Record<string, string>): SystemProxy {
+  const r = readSystemProxy(env, undefined);
+  if (!r.ok) throw new Error(JSON.stringify(r.issues));
+  return r.value;
+}
+
+/** Where each family goes: the proxy label and the variable it came from, or direct. */
+const routes = (s: SystemProxy): { connect: string; forward: string } => ({
+  connect: s.https === null ? 'direct' : `${s.https.label} from ${s.sources.https ?? '?'}`,
+  forward: s.http === null ? 'direct' : `${s.http.label} from ${s.sources.http ?? '?'}`,
+});
+
+describe('review 2026-12 finding 11: ALL_PROXY, and one variable without the other', () => {
+  it('ALL_PROXY only: CONNECT and absolute-form both use it', () => {
+    const s = system({ ALL_PROXY: 'http://all.test:3128' });
+    expect(routes(s)).toEqual({ connect: 'http://all.test:3128 from ALL_PROXY', forward: 'http://all.test:3128 from ALL_PROXY' });
+    expect(isSystemProxySplit(s)).toBe(false);
+  });
+
+  it('HTTP_PROXY only: absolute-form through it, CONNECT direct, and the summary says which and why', () => {
+    const s = system({ HTTP_PROXY: 'http://corp.test:8080' });
+    expect(routes(s)).toEqual({ connect: 'direct', forward: 'http://corp.test:8080 from HTTP_PROXY' });
+    expect(isSystemProxySplit(s)).toBe(true);
+    expect(describeSystemProxy(s)).toEqual([
+      'https, wss, tcp (CONNECT): system direct (no https_proxy, HTTPS_PROXY, all_proxy or ALL_PROXY set)',
+      'http, ws (absolute-form): system proxy http://corp.test:8080 (from HTTP_PROXY)',
+    ]);
+  });
+
+  it('HTTPS_PROXY and ALL_PROXY: CONNECT uses HTTPS_PROXY, absolute-form falls back to ALL_PROXY', () => {
+    const s = system({ HTTPS_PROXY: 'http://tls.test:3128', ALL_PROXY: 'http://all.test:3128' });
+    expect(routes(s)).toEqual({ connect: 'http://tls.test:3128 from HTTPS_PROXY', forward: 'http://all.test:3128 from ALL_PROXY' });
+  });
+
+  it.each([
+    ['lowercase all_proxy before ALL_PROXY', { all_proxy: 'http://lower.test:1', ALL_PROXY: 'http://upper.test:1' }, 'http://lower.test:1 from all_proxy', 'http://lower.test:1 from all_proxy'],
+    ['a scheme variable before all_proxy', { https_proxy: 'http://tls.test:1', all_proxy: 'http://all.test:1' }, 'http://tls.test:1 from https_proxy', 'http://all.test:1 from all_proxy'],
+    ['http_proxy before HTTP_PROXY', { http_proxy: 'http://lower.test:1', HTTP_PROXY: 'http://upper.test:1' }, 'direct', 'http://lower.test:1 from http_proxy'],
+    // curl skips uppercase HTTP_PROXY (a CGI concern); Sluice is no CGI program and honours it.
+    ['uppercase HTTP_PROXY before all_proxy', { HTTP_PROXY: 'http://upper.test:1', all_proxy: 'http://all.test:1' }, 'http://all.test:1 from all_proxy', 'http://upper.test:1 from HTTP_PROXY'],
+    // curl_getenv() returns NULL for an empty value: an empty variable is unset and the next one is read.
+    ['an empty https_proxy as unset', { https_proxy: ' ', ALL_PROXY: 'http://all.test:1' }, 'http://all.test:1 from ALL_PROXY', 'http://all.test:1 from ALL_PROXY'],
+  ])('reads %s', (_what, env, connect, forward) => {
+    expect(routes(system(env))).toEqual({ connect, forward });
+  });
+
+  it('socks5:// in ALL_PROXY, when a family falls back to it: an issue naming ALL_PROXY (fail closed, never direct)', () => {
+    const r = readSystemProxy({ https_proxy: 'http://tls.test:3128', ALL_PROXY: 'socks5://u:secret@127.0.0.1:1080' }, undefined);
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.issues).toHaveLength(1);
+    expect(r.issues[0]?.variable).toBe('ALL_PROXY');
+    expect(r.issues[0]?.message).toMatch(/socks5 is not supported .*never goes direct/);
+    expect(JSON.stringify(r.issues)).not.toContain('secret');
+  });
+
+  it('socks5:// in ALL_PROXY while both families have their own variable: not consulted, as in curl', () => {
+    const s = system({ http_proxy: 'http://web.test:1', https_proxy: 'http://tls.test:1', all_proxy: 'socks5://127.0.0.1:1080' });
+    expect(routes(s)).toEqual({ connect: 'http://tls.test:1 from https_proxy', forward: 'http://web.test:1 from http_proxy' });
+  });
+
+  it('says NO_PROXY destinations go direct, and nothing is split when no variable is set', () => {
+    const s = system({ ALL_PROXY: 'http://all.test:1', NO_PROXY: 'local.test' });
+    expect(describeSystemProxy(s).at(-1)).toBe('destinations matching NO_PROXY: system direct');
+    expect(isSystemProxySplit(system({}))).toBe(false);
+    expect(describeSystemProxy(system({}))[1]).toBe('http, ws (absolute-form): system direct (no http_proxy, HTTP_PROXY, all_proxy or ALL_PROXY set)');
   });
 });
 
