@@ -32,7 +32,7 @@ function tcpPort(sluice: TestSluice, name: string): number {
 
 const basic = (user: string, token: string): string => `Basic ${Buffer.from(`${user}:${token}`).toString('base64')}`;
 
-type Target = { readonly port: number; readonly localAddress?: string } | { readonly path: string };
+type Target = { readonly port: number } | { readonly path: string };
 
 function complete(buf: Buffer): boolean {
   const head = parseResponseHead(buf);
@@ -45,7 +45,7 @@ function complete(buf: Buffer): boolean {
  */
 function converse(target: Target, requests: readonly string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = 'path' in target ? net.connect(target.path) : net.connect({ host: '127.0.0.1', port: target.port, ...(target.localAddress === undefined ? {} : { localAddress: target.localAddress }) });
+    const socket = 'path' in target ? net.connect(target.path) : net.connect({ host: '127.0.0.1', port: target.port });
     const seen: string[] = [];
     let buf = Buffer.alloc(0);
     let next = 0;
@@ -170,12 +170,20 @@ describe('review 2026-12 finding 13: no token-validity oracle on dedicated liste
 
 describe('review 2026-12 finding 13: both refusals count against limits.authFailuresPerMinute', () => {
   let origin: Origin;
-  let sluice: TestSluice;
-  let tcpA: number;
 
   beforeAll(async () => {
     origin = await startHttpOrigin();
-    sluice = await startSluice(
+  });
+  afterAll(async () => {
+    await origin?.close();
+  });
+
+  // Each case on its own Sluice, so that neither inherits the other's failures whatever the throttle keys on.
+  it.each([
+    ['a token valid for another grant', basic('b', TOKEN_B)],
+    ['a random token', basic('b', RANDOM)],
+  ])(`%s: ${LIMIT} refusals, then 429 auth_rate_limited (the throttle is no oracle either)`, async (_what, auth) => {
+    const sluice = await startSluice(
       {
         limits: { authFailuresPerMinute: LIMIT },
         listeners: [
@@ -186,21 +194,15 @@ describe('review 2026-12 finding 13: both refusals count against limits.authFail
       },
       { lookup: LOOKUP },
     );
-    tcpA = tcpPort(sluice, 'sandbox-a-tcp');
-  });
-  afterAll(async () => {
-    await sluice?.close();
-    await origin?.close();
-  });
-
-  it.each([
-    ['a token valid for another grant', '127.0.0.3', basic('b', TOKEN_B)],
-    ['a random token', '127.0.0.4', basic('b', RANDOM)],
-  ])(`%s: ${LIMIT} refusals, then 429 auth_rate_limited (the throttle is no oracle either)`, async (_what, localAddress, auth) => {
-    const get = `GET http://b.test:${origin.port}/throttle HTTP/1.1\r\nHost: b.test:${origin.port}\r\nProxy-Authorization: ${auth}\r\n\r\n`;
-    for (let i = 0; i < LIMIT; i += 1) expect(await converse({ port: tcpA, localAddress }, [get])).toMatch(/^HTTP\/1\.1 407 /);
-    const blocked = await converse({ port: tcpA, localAddress }, [get]);
-    expect(blocked).toMatch(/^HTTP\/1\.1 429 /);
-    expect(blocked).toContain('details="auth_rate_limited"');
+    try {
+      const tcpA = tcpPort(sluice, 'sandbox-a-tcp');
+      const get = `GET http://b.test:${origin.port}/throttle HTTP/1.1\r\nHost: b.test:${origin.port}\r\nProxy-Authorization: ${auth}\r\n\r\n`;
+      for (let i = 0; i < LIMIT; i += 1) expect(await converse({ port: tcpA }, [get])).toMatch(/^HTTP\/1\.1 407 /);
+      const blocked = await converse({ port: tcpA }, [get]);
+      expect(blocked).toMatch(/^HTTP\/1\.1 429 /);
+      expect(blocked).toContain('details="auth_rate_limited"');
+    } finally {
+      await sluice.close();
+    }
   });
 });
