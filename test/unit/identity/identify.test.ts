@@ -119,3 +119,35 @@ describe('TokenStore', () => {
     expect(sha256('test').toString('hex')).toBe('9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08');
   });
 });
+
+describe('review 2026-12 finding 13: a token valid for another grant costs what a random token costs', () => {
+  /** Counts the token work identify() asks of the store: each call hashes once and compares once. */
+  class CountingStore extends TokenStore {
+    calls: string[] = [];
+    override verify(grantId: string, token: string): boolean {
+      this.calls.push('verify');
+      return super.verify(grantId, token);
+    }
+    override findByToken(token: string): string | undefined {
+      this.calls.push('findByToken');
+      return super.findByToken(token);
+    }
+  }
+  const store = new CountingStore();
+  store.set('grant-a', sha256(TOKEN_A));
+  store.set('grant-b', sha256(TOKEN_B));
+
+  it.each([
+    ['Basic', basic(`grant-b:${TOKEN_B}`), basic('grant-b:tok-b-random-guess')],
+    ['Bearer', `Bearer ${TOKEN_B}`, 'Bearer tok-b-random-guess'],
+  ])('%s: the same store calls on grant A’s listener, and only the audit reason differs', (_form, valid, random) => {
+    store.calls = [];
+    const a = identify(DEDICATED_A, store, valid);
+    const validCalls = store.calls;
+    store.calls = [];
+    const b = identify(DEDICATED_A, store, random);
+    expect(store.calls).toEqual(validCalls);
+    expect(validCalls).toHaveLength(1);
+    expect([a.ok ? 'ok' : a.reason, b.ok ? 'ok' : b.reason]).toEqual(['token_grant_mismatch', 'token_invalid']);
+  });
+});
