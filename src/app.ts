@@ -107,7 +107,8 @@ export async function buildRuntime(
     (config.dns.servers === 'system'
       ? createSystemLookup(Math.floor(config.dns.systemTtlMs / 1000))
       : createServersLookup(config.dns.servers, config.dns.timeoutMs));
-  const resolver = new Resolver(lookup, { ...config.dns, hosts: hosts.value, maxConcurrentLookups: config.limits.maxConcurrentLookups }, () => performance.now());
+  const { maxConcurrentLookups, maxConcurrentLookupsPerGrant } = config.limits;
+  const resolver = new Resolver(lookup, { ...config.dns, hosts: hosts.value, maxConcurrentLookups, maxConcurrentLookupsPerGrant }, () => performance.now());
   const log = options.log ?? createOperationalLog(config.log.level);
   let audit = options.audit;
   if (audit === undefined) {
@@ -127,7 +128,7 @@ export async function buildRuntime(
     onPacError: (message) => log.error({ route: 'pac' }, message),
     onPacLoad: () => log.info({ route: 'pac' }, 'PAC script loaded'),
     onPacCache: (hit) => metricsRef.current?.pacCache(hit),
-  });
+  }, { maxPacWaitingPerGrant: config.limits.maxPacWaitingPerGrant });
   if (!routes.ok) return routes;
   // Said once, at start: the route each request family takes in system mode (review 2026-12 finding 11).
   const summary = routes.value.selector.summary;
@@ -151,7 +152,7 @@ export async function buildRuntime(
   metricsRef.current = metrics;
   const runtime: ProxyRuntime = {
     gate: new ConnectionGate(config.limits.maxConnections),
-    authThrottle: new AuthThrottle(config.limits.authFailuresPerMinute, Date.now),
+    authThrottle: new AuthThrottle({ perGrantId: config.limits.authFailuresPerMinute, perSource: config.limits.authFailuresPerMinutePerSource }, Date.now),
     maxHeaderCount: config.limits.maxHeaderCount,
     handshakeTimeoutMs: config.timeouts.headersMs,
     metrics,

@@ -150,8 +150,14 @@ export const configSchema = z.strictObject({
       maxConnections: z.number().int().positive().default(Defaults.limits.maxConnections),
       maxHeaderBytes: z.number().int().min(1024).max(1_048_576).default(Defaults.limits.maxHeaderBytes),
       maxHeaderCount: z.number().int().min(8).max(10_000).default(Defaults.limits.maxHeaderCount),
+      /** Per presented grant id (per source for a token without one): one principal's guesses never lock out another's. */
       authFailuresPerMinute: z.number().int().positive().default(Defaults.limits.authFailuresPerMinute),
+      authFailuresPerMinutePerSource: z.number().int().positive().default(Defaults.limits.authFailuresPerMinutePerSource),
       maxConcurrentLookups: z.number().int().positive().default(Defaults.limits.maxConcurrentLookups),
+      /** Each grant's share of the lookups above (review 2026-12 finding 7): its own 429s, never another grant's. */
+      maxConcurrentLookupsPerGrant: z.number().int().positive().default(Defaults.limits.maxConcurrentLookupsPerGrant),
+      /** Each grant's share of the PAC queue (finding 15). */
+      maxPacWaitingPerGrant: z.number().int().positive().max(256).default(Defaults.limits.maxPacWaitingPerGrant),
     })
     .prefault({}),
   audit: z.strictObject({ file: z.string().min(1).default(Defaults.audit.file) }).prefault({}),

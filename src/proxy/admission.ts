@@ -1,10 +1,11 @@
 // Admission limits that protect Sluice itself, before any principal is known: connection caps (global
-// and per listener) and a per-source cap on failed proxy authentications, so token guessing is slow
-// and one flood cannot starve other principals (CWE-307, CWE-770).
+// and per listener) and a throttle on failed proxy authentications, so token guessing is slow and one
+// flood cannot starve other principals (CWE-307, CWE-770).
+import { parseProxyAuthorization } from '../identity/index.js';
 
 const WINDOW_MS = 60_000;
-// Bounded memory under a spray of source addresses: past this many, the window starts over.
-const MAX_TRACKED_SOURCES = 10_000;
+// Keys tracked per window in each table; past this, new keys share one overflow count (see FailureCounts).
+const MAX_TRACKED_KEYS = 10_000;
 
 export class ConnectionGate {
   private total = 0;
@@ -32,32 +33,97 @@ export class ConnectionGate {
   }
 }
 
+/**
+ * Failures per key in one window, in bounded memory. Once MAX_TRACKED_KEYS keys are tracked, a new key
+ * is counted in one shared overflow count and judged by it. That fails closed: a spray of unique grant
+ * ids can neither reset the count of the grant id being guessed (as clearing the table would) nor win
+ * untracked, unthrottled guesses. Its cost is that, after such a spray, a grant id first seen later in
+ * the window shares the spray's count.
+ */
+class FailureCounts {
+  private readonly counts = new Map<string, number>();
+  private overflow = 0;
+
+  get isEmpty(): boolean {
+    return this.counts.size === 0;
+  }
+
+  get(key: string): number {
+    return this.counts.get(key) ?? (this.counts.size >= MAX_TRACKED_KEYS ? this.overflow : 0);
+  }
+
+  add(key: string): void {
+    const count = this.counts.get(key);
+    if (count !== undefined) this.counts.set(key, count + 1);
+    else if (this.counts.size < MAX_TRACKED_KEYS) this.counts.set(key, 1);
+    else this.overflow += 1;
+  }
+
+  clear(): void {
+    this.counts.clear();
+    this.overflow = 0;
+  }
+}
+
+export interface AuthThrottleLimits {
+  /** Failures per presented grant id per window (limits.authFailuresPerMinute). */
+  readonly perGrantId: number;
+  /** Failures per source address per window, whatever grant ids they present (limits.authFailuresPerMinutePerSource). */
+  readonly perSource: number;
+}
+
+/**
+ * Whose guesses a failure counts against: the grant id presented (Basic user), from any address, so
+ * guessing one grant's token stays slow however many addresses guess; a token with no grant id (Bearer,
+ * an empty user, an unreadable header) names nobody, so its source address. The prefixes keep a grant id,
+ * which is any string a client chose, apart from an address.
+ */
+function presentedKey(header: string | undefined, source: string): string {
+  const presented = parseProxyAuthorization(header);
+  return presented !== null && presented !== 'malformed' && presented.grantId !== null ? `id ${presented.grantId}` : `source ${source}`;
+}
+
+/**
+ * Failed proxy authentications per presented grant id, under a per-source ceiling. Every token client
+ * on one host arrives from 127.0.0.1, so a source-only key let one principal's guesses lock out every
+ * other principal's token for up to a minute (issue 13). Keyed by grant id, a guesser locks out only
+ * the grant id it presents; the ceiling, much higher, bounds how many grant ids one address can try.
+ * A blocked presentation is refused without checking the token, so the block is no oracle either.
+ */
 export class AuthThrottle {
   private windowStartMs = 0;
-  private readonly failures = new Map<string, number>();
+  private readonly byPresented = new FailureCounts();
+  private readonly bySource = new FailureCounts();
 
   constructor(
-    private readonly maxPerMinute: number,
+    private readonly limits: AuthThrottleLimits,
     private readonly now: () => number,
   ) {}
 
   private roll(): void {
     const now = this.now();
-    if (now - this.windowStartMs >= WINDOW_MS || this.failures.size > MAX_TRACKED_SOURCES) {
+    if (now - this.windowStartMs >= WINDOW_MS) {
       this.windowStartMs = now;
-      this.failures.clear();
+      this.byPresented.clear();
+      this.bySource.clear();
     }
   }
 
-  /** `source` is asked for only when some source has failed this window (it can cost a getpeername). */
-  isBlocked(source: () => string): boolean {
+  /**
+   * Whether `header` presented from `source` is refused unchecked. Until some authentication has failed
+   * this window it parses nothing and never asks for `source` (that can cost a getpeername).
+   */
+  isBlocked(header: string, source: () => string): boolean {
     this.roll();
-    if (this.failures.size === 0) return false;
-    return (this.failures.get(source()) ?? 0) >= this.maxPerMinute;
+    if (this.bySource.isEmpty) return false;
+    const from = source();
+    if (this.bySource.get(from) >= this.limits.perSource) return true;
+    return this.byPresented.get(presentedKey(header, from)) >= this.limits.perGrantId;
   }
 
-  recordFailure(source: string): void {
+  recordFailure(header: string | undefined, source: string): void {
     this.roll();
-    this.failures.set(source, (this.failures.get(source) ?? 0) + 1);
+    this.bySource.add(source);
+    this.byPresented.add(presentedKey(header, source));
   }
 }

@@ -2,7 +2,7 @@
 // authorize the canonical destination, choose the route, then resolve, classify and pin. Nothing here
 // dials; `sluice explain` runs exactly these stages.
 import { authorize } from '../authority/index.js';
-import { deny, ok, type LookupAnswer, type ResolvedAddress, type Verdict } from '../core/index.js';
+import { deny, ok, type LookupAnswer, type ReasonCode, type ResolvedAddress, type Verdict } from '../core/index.js';
 import { literalAnswer, pin, type Resolver } from '../resolve/index.js';
 import type { RouteHop, RouteSelector } from '../route/index.js';
 import type { MetricsSink } from '../telemetry/index.js';
@@ -25,12 +25,17 @@ export function checkGrantLive(hop: Hop, grant: RuntimeGrant | undefined, now: n
   return true;
 }
 
-async function resolveDestination(deps: DecideDeps, hop: Hop): Promise<Verdict<readonly (ResolvedAddress | LookupAnswer)[]>> {
+function isCapacityRefusal(reason: ReasonCode): boolean {
+  return reason === 'lookup_limit_reached' || reason === 'dns_busy';
+}
+
+/** A lookup this hop starts is charged to `grant`'s share of the lookup slots (limits.maxConcurrentLookupsPerGrant). */
+async function resolveDestination(deps: DecideDeps, hop: Hop, grant: RuntimeGrant): Promise<Verdict<readonly (ResolvedAddress | LookupAnswer)[]>> {
   const dest = hop.canonical;
   if (dest === null) return deny('destination_malformed');
   const literal = literalAnswer(dest);
   if (literal !== null) return ok([literal]);
-  const resolved = await deps.resolver.resolve(dest.host);
+  const resolved = await deps.resolver.resolve(dest.host, grant.id);
   if (resolved.ok && resolved.value.source !== 'hosts') deps.metrics.dnsCache(resolved.value.source === 'cache');
   return resolved.ok ? ok(resolved.value.answers) : resolved;
 }
@@ -53,12 +58,13 @@ export async function decideDestination(deps: DecideDeps, hop: Hop, grant: Runti
   if (!authorized.ok) return hop.fail(authorized.reason, authorized.detail);
   hop.rule = authorized.value.text;
 
-  let resolution = deps.routes.resolvesFirst ? await resolveDestination(deps, hop) : null;
-  const route = await deps.routes.select(dest, hop.kind, hop.scheme);
+  let resolution = deps.routes.resolvesFirst ? await resolveDestination(deps, hop, grant) : null;
+  if (resolution !== null && !resolution.ok && isCapacityRefusal(resolution.reason)) return hop.fail(resolution.reason, resolution.detail);
+  const route = await deps.routes.select(dest, hop.kind, hop.scheme, grant.id);
   if (!route.ok) return hop.fail(route.reason, route.detail);
   hop.route = route.value;
   hop.routeUs = hop.elapsedUs();
-  resolution ??= await resolveDestination(deps, hop);
+  resolution ??= await resolveDestination(deps, hop, grant);
   hop.resolveUs = hop.elapsedUs();
 
   let candidates = route.value.hops;
@@ -66,7 +72,9 @@ export async function decideDestination(deps: DecideDeps, hop: Hop, grant: Runti
   if (!resolution.ok) {
     // Behind a corporate proxy a name often does not resolve locally; only hops where the proxy
     // resolves can go on, unattested. Direct and sendResolvedAddress hops need the checked address.
-    if (unattested.length === 0) return hop.fail(resolution.reason, resolution.detail);
+    // A lookup refused for capacity is no answer at all: going on would let a principal that fills its
+    // own lookup share skip the local forbidden-class check of an unattested route.
+    if (unattested.length === 0 || isCapacityRefusal(resolution.reason)) return hop.fail(resolution.reason, resolution.detail);
     candidates = unattested;
   } else {
     const pinned = pin(dest, resolution.value, grant.addressPolicy);

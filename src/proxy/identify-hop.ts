@@ -23,14 +23,14 @@ export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop:
   if (ctx.principal !== null && (header === undefined || header === ctx.verifiedAuthorization)) {
     hop.principal = ctx.principal;
   } else {
-    if (header !== undefined && rt.authThrottle.isBlocked(() => ctx.source)) {
+    if (header !== undefined && rt.authThrottle.isBlocked(header, () => ctx.source)) {
       hop.fail('auth_rate_limited');
       return null;
     }
     const verdict = identify(ctx.identity, rt.registry.tokens, header);
     if (!verdict.ok) {
       // Counted alike, so the throttle is no oracle either: a mismatch is answered as token_invalid.
-      if (sentReason(verdict.reason) === 'token_invalid') rt.authThrottle.recordFailure(ctx.source);
+      if (sentReason(verdict.reason) === 'token_invalid') rt.authThrottle.recordFailure(header, ctx.source);
       hop.fail(verdict.reason, verdict.detail);
       return null;
     }

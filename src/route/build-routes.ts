@@ -15,6 +15,12 @@ export interface RoutePorts {
   readonly onPacCache: (hit: boolean) => void;
 }
 
+/** Each principal's share of what the route module shares between principals. */
+export interface RouteLimits {
+  /** PAC evaluations one grant may have queued (limits.maxPacWaitingPerGrant). */
+  readonly maxPacWaitingPerGrant: number;
+}
+
 export type BuildResult<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly issues: readonly ConfigIssue[] };
 
 export interface BuiltRoutes {
@@ -23,7 +29,7 @@ export interface BuiltRoutes {
   readonly pac: PacSource | null;
 }
 
-export function buildRoutes(route: RouteSection, env: Readonly<Record<string, string | undefined>>, ports: RoutePorts): BuildResult<BuiltRoutes> {
+export function buildRoutes(route: RouteSection, env: Readonly<Record<string, string | undefined>>, ports: RoutePorts, limits: RouteLimits): BuildResult<BuiltRoutes> {
   const upstreams = new Map<string, UpstreamProxy>();
   const remember = (p: UpstreamProxy): UpstreamProxy => {
     upstreams.set(`${p.host} ${p.port}`, p);
@@ -51,7 +57,7 @@ export function buildRoutes(route: RouteSection, env: Readonly<Record<string, st
       file: pacConfig.file,
       url: pacConfig.url,
       refreshMs: pacConfig.refreshMs,
-      limits: { timeoutMs: pacConfig.timeoutMs, memoryBytes: pacConfig.memoryBytes, stackBytes: 512 * 1024 },
+      limits: { timeoutMs: pacConfig.timeoutMs, memoryBytes: pacConfig.memoryBytes, stackBytes: 512 * 1024, maxWaitingPerPrincipal: limits.maxPacWaitingPerGrant },
       host: {
         lookupSync: ports.lookupSync,
         myIpAddress: () => pacConfig.myIpAddress,
@@ -64,8 +70,8 @@ export function buildRoutes(route: RouteSection, env: Readonly<Record<string, st
     const selector = pacSelector(source, settings, ports.onPacCache);
     const trackingSelector: RouteSelector = {
       ...selector,
-      select: async (dest, kind, scheme) => {
-        const chosen = await selector.select(dest, kind, scheme);
+      select: async (dest, kind, scheme, principal) => {
+        const chosen = await selector.select(dest, kind, scheme, principal);
         if (chosen.ok) for (const h of chosen.value.hops) if (h.kind === 'proxy') remember(h.proxy);
         return chosen;
       },

@@ -9,6 +9,7 @@ import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { MAX_STACK_SIZE } from 'quickjs-wasi';
 import { deny, ok, type Verdict } from '../core/index.js';
 import { PAC_BUILTIN_NAMES, createPacBuiltins, type PacBuiltinName, type PacBuiltins, type PacHostPort } from './pac-builtins.js';
+import { PacQueue } from './pac-queue.js';
 
 export type { PacHostPort } from './pac-builtins.js';
 
@@ -16,6 +17,8 @@ export interface PacLimits {
   readonly timeoutMs: number;
   readonly memoryBytes: number;
   readonly stackBytes: number;
+  /** Calls one principal may have queued (not counting its call being evaluated); unbounded when absent. */
+  readonly maxWaitingPerPrincipal?: number;
 }
 
 export const MAX_PAC_SOURCE_CHARS = 2 * 1024 * 1024;
@@ -28,6 +31,7 @@ const parseAllowanceMs = (source: string): number => 2_000 + Math.ceil(source.le
 /** QuickJS polls its interrupt handler only every ~10k bytecode ticks, so a loop of costly native calls
  * (`while (1) new Array(1e6).join()`) can outlive `timeoutMs`; past this grace the thread is terminated. */
 const HARD_GRACE_MS = 250;
+/** Calls queued, all principals together; past it, pac_failed. */
 const MAX_WAITING_CALLS = 256;
 /** Builtins take host names and URLs; a longer string argument throws in the script instead of crossing threads. */
 const MAX_BUILTIN_ARG_CHARS = 65_536;
@@ -222,13 +226,25 @@ function checkLimits({ timeoutMs, memoryBytes, stackBytes }: PacLimits): string 
   return fine ? null : `PAC limits need timeoutMs > 0, memoryBytes ≥ 256 KiB and stackBytes ≥ 16 KiB (got ${timeoutMs}, ${memoryBytes}, ${stackBytes})`;
 }
 
+/** One queued FindProxyForURL call. */
+interface PacCall {
+  readonly url: string;
+  readonly host: string;
+  readonly settle: (answer: Verdict<string>) => void;
+}
+
 export class PacScript {
   private thread: Promise<Verdict<SandboxThread>> | null = null;
-  private tail: Promise<unknown> = Promise.resolve();
-  private waiting = 0;
+  // One VM evaluates one call at a time; the others wait in per-principal lines served in turn, so one
+  // principal's flood neither fills the queue for everyone nor delays another principal's call by more
+  // than one of its own (review 2026-12 finding 15).
+  private readonly queue: PacQueue<PacCall>;
+  private isEvaluating = false;
   private disposed = false;
 
-  private constructor(private readonly source: string, private readonly builtins: PacBuiltins, private readonly limits: PacLimits, private readonly wasm: object) {}
+  private constructor(private readonly source: string, private readonly builtins: PacBuiltins, private readonly limits: PacLimits, private readonly wasm: object) {
+    this.queue = new PacQueue(MAX_WAITING_CALLS, limits.maxWaitingPerPrincipal ?? MAX_WAITING_CALLS);
+  }
 
   /** Loads the script in a fresh sandbox; pac_failed on a syntax error, a missing FindProxyForURL, or top-level code that fails. */
   static async compile(source: string, port: PacHostPort, limits: PacLimits): Promise<Verdict<PacScript>> {
@@ -244,14 +260,19 @@ export class PacScript {
     return started.ok ? ok(script) : started;
   }
 
-  /** The raw answer of FindProxyForURL(url, host); calls run one at a time, in order. */
-  findProxy(url: string, host: string): Promise<Verdict<string>> {
+  /**
+   * The raw answer of FindProxyForURL(url, host). Calls run one at a time: one principal's in order,
+   * different principals' in turn. A principal with maxWaitingPerPrincipal calls queued is refused
+   * pac_limit_reached; when every principal together has MAX_WAITING_CALLS, pac_failed.
+   */
+  findProxy(url: string, host: string, principal = ''): Promise<Verdict<string>> {
     if (this.disposed) return Promise.resolve(deny('pac_failed', 'the PAC script was replaced or stopped'));
-    if (this.waiting >= MAX_WAITING_CALLS) return Promise.resolve(deny('pac_failed', 'too many PAC evaluations are waiting'));
-    this.waiting++;
-    const run = this.tail.then(() => this.evaluate(url, host)).catch((error: unknown) => deny<string>('pac_failed', String(error)));
-    this.tail = run.finally(() => this.waiting--);
-    return run;
+    return new Promise((settle) => {
+      const refused = this.queue.push(principal, { url, host, settle });
+      if (refused === 'principal_full') settle(deny('pac_limit_reached', `${this.queue.waitingFor(principal)} PAC evaluations of this grant are waiting`));
+      else if (refused === 'all_full') settle(deny('pac_failed', 'too many PAC evaluations are waiting'));
+      else this.evaluateNext();
+    });
   }
 
   dispose(): void {
@@ -259,6 +280,21 @@ export class PacScript {
     this.disposed = true;
     void this.thread?.then((t) => t.ok && t.value.kill('disposed'));
     this.thread = null;
+  }
+
+  /** Starts the next call in the rota unless one is being evaluated; each settled call starts the next. */
+  private evaluateNext(): void {
+    if (this.isEvaluating) return;
+    const call = this.queue.shift();
+    if (call === undefined) return;
+    this.isEvaluating = true;
+    void this.evaluate(call.url, call.host)
+      .catch((error: unknown) => deny<string>('pac_failed', String(error)))
+      .then((answer) => {
+        this.isEvaluating = false;
+        call.settle(answer);
+        this.evaluateNext();
+      });
   }
 
   private spawn(): Promise<Verdict<SandboxThread>> {

@@ -33,7 +33,11 @@ export interface RouteSelector {
   readonly resolvesFirst: boolean;
   /** System mode: which route each request family takes and why (the startup log and `sluice explain`). */
   readonly summary?: RouteSummary;
-  select(dest: CanonicalDestination, kind: RequestKind, scheme: Scheme | null): Promise<Verdict<Route>>;
+  /**
+   * `principal` (a grant id) never changes the route. It only says whose share of the PAC queue an
+   * evaluation uses (limits.maxPacWaitingPerGrant); a cached route costs no share.
+   */
+  select(dest: CanonicalDestination, kind: RequestKind, scheme: Scheme | null, principal: string): Promise<Verdict<Route>>;
   close(): void;
 }
 
@@ -69,8 +73,43 @@ export function systemSelector(system: SystemProxy): RouteSelector {
 
 const MAX_CACHED_ROUTES = 10_000;
 
-export function pacSelector(source: PacSource, settings: UpstreamSettings, onCache: (hit: boolean) => void = () => undefined): RouteSelector {
-  const cache = new Map<string, Route>();
+/**
+ * PAC answers by `scheme://host:port/`, least recently used evicted first, one entry at a time: a
+ * principal churning unique names pushes out the routes nobody used lately, not every principal's at
+ * once (review 2026-12 finding 15). A Map keeps insertion order; a hit re-inserts its key at the end.
+ */
+class RouteCache {
+  private readonly entries = new Map<string, Route>();
+
+  constructor(private readonly maxEntries: number) {}
+
+  get(key: string): Route | undefined {
+    const route = this.entries.get(key);
+    if (route !== undefined) {
+      this.entries.delete(key);
+      this.entries.set(key, route);
+    }
+    return route;
+  }
+
+  set(key: string, route: Route): void {
+    this.entries.delete(key);
+    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
+    this.entries.set(key, route);
+  }
+
+  clear(): void {
+    this.entries.clear();
+  }
+}
+
+export function pacSelector(
+  source: PacSource,
+  settings: UpstreamSettings,
+  onCache: (hit: boolean) => void = () => undefined,
+  maxCachedRoutes = MAX_CACHED_ROUTES,
+): RouteSelector {
+  const cache = new RouteCache(maxCachedRoutes);
   let cachedFor: unknown = null;
   const proxies = new Map<string, UpstreamProxy>();
   const proxyFor = (tls: boolean, host: string, port: number): Verdict<UpstreamProxy> => {
@@ -85,7 +124,7 @@ export function pacSelector(source: PacSource, settings: UpstreamSettings, onCac
   return {
     mode: 'pac',
     resolvesFirst: true,
-    async select(dest, kind, scheme) {
+    async select(dest, kind, scheme, principal) {
       const script = source.current;
       if (script === null) return deny('pac_unavailable', source.lastError ?? 'no PAC script');
       // Chromium hands PAC only scheme://host:port/ for tunnels; we do the same for every request so the
@@ -100,7 +139,7 @@ export function pacSelector(source: PacSource, settings: UpstreamSettings, onCac
       const cached = cache.get(key);
       onCache(cached !== undefined);
       if (cached !== undefined) return ok(cached);
-      const answer = await script.findProxy(key, dest.host);
+      const answer = await script.findProxy(key, dest.host, principal);
       if (!answer.ok) return answer;
       const entries = parsePacAnswer(answer.value);
       if (!entries.ok) return entries;
@@ -115,7 +154,6 @@ export function pacSelector(source: PacSource, settings: UpstreamSettings, onCac
       }
       if (hops.length === 0) return deny('pac_unsupported_entry', `PAC answered "${answer.value}"`);
       const route: Route = { label: `pac ${answer.value}`, mode: 'pac', hops, pacAnswer: answer.value };
-      if (cache.size >= MAX_CACHED_ROUTES) cache.clear();
       cache.set(key, route);
       return ok(route);
     },

@@ -119,6 +119,82 @@ describe('Resolver: concurrency', () => {
   });
 });
 
+/** A lookup port whose answers the test releases name by name. */
+function held(): { answer: (host: string) => Promise<readonly LookupAnswer[]>; release(host: string): void } {
+  const waiting = new Map<string, (list: readonly LookupAnswer[]) => void>();
+  return {
+    answer: (host) => new Promise((resolve) => waiting.set(host, resolve)),
+    release: (host) => waiting.get(host)?.([a('93.184.216.34', 0)]),
+  };
+}
+
+describe('Resolver: each principal’s share of the lookups in flight (review 2026-12 finding 7)', () => {
+  it('refuses a principal its own lookup_limit_reached past its share, while another principal still starts lookups', async () => {
+    const port = held();
+    const h = harness(port.answer, { maxConcurrentLookups: 8, maxConcurrentLookupsPerGrant: 3 });
+    const flood = ['s1', 's2', 's3'].map((n) => h.resolver.resolve(`${n}.slow.test`, 'attacker'));
+    expect(await h.resolver.resolve('s4.slow.test', 'attacker')).toEqual({ ok: false, reason: 'lookup_limit_reached', detail: '3 lookups of this grant in flight' });
+    expect(h.resolver.lookupsInFlight('attacker')).toBe(3);
+    const victim = h.resolver.resolve('b.test', 'victim');
+    expect(h.calls).toEqual(['s1.slow.test', 's2.slow.test', 's3.slow.test', 'b.test']);
+    port.release('b.test');
+    expect(await victim).toEqual(expect.objectContaining({ ok: true }));
+    expect(h.resolver.lookupsInFlight('victim')).toBe(0);
+    for (const n of ['s1', 's2', 's3']) port.release(`${n}.slow.test`);
+    await Promise.all(flood);
+  });
+
+  it('gives the share back when a lookup settles, whether it answered, failed or timed out', async () => {
+    const h = harness((host, signal) => (host === 'hang.test' ? silent(host, signal) : host === 'fail.test' ? Promise.reject(new Error('x')) : answers([a('93.184.216.34', 0)])()), {
+      timeoutMs: 30,
+      maxConcurrentLookupsPerGrant: 1,
+    });
+    expect(await h.resolver.resolve('hang.test', 'p')).toEqual(expect.objectContaining({ reason: 'dns_timeout' }));
+    expect(await h.resolver.resolve('fail.test', 'p')).toEqual(expect.objectContaining({ reason: 'dns_failed' }));
+    expect(await h.resolver.resolve('ok.test', 'p')).toEqual(expect.objectContaining({ ok: true }));
+    expect(h.resolver.lookupsInFlight('p')).toBe(0);
+  });
+
+  it('charges a lookup to the principal that started it: joining one in flight costs nothing and is never refused', async () => {
+    const port = held();
+    const h = harness(port.answer, { maxConcurrentLookups: 2, maxConcurrentLookupsPerGrant: 1 });
+    const first = h.resolver.resolve('shared.test', 'a');
+    const joinedByB = h.resolver.resolve('shared.test', 'b');
+    const joinedByA = h.resolver.resolve('shared.test', 'a'); // a is at its share, but this adds no lookup
+    expect(h.resolver.lookupsInFlight('a')).toBe(1);
+    expect(h.resolver.lookupsInFlight('b')).toBe(0);
+    const own = h.resolver.resolve('own.test', 'b');
+    expect(h.calls).toEqual(['shared.test', 'own.test']);
+    // The process cap (2) is reached: a third name is dns_busy for anyone still under its share…
+    expect(await h.resolver.resolve('third.test', 'c')).toEqual(expect.objectContaining({ reason: 'dns_busy' }));
+    // …and a principal at its share hears about its own limit first.
+    expect(await h.resolver.resolve('third.test', 'a')).toEqual(expect.objectContaining({ reason: 'lookup_limit_reached' }));
+    port.release('shared.test');
+    port.release('own.test');
+    const results = await Promise.all([first, joinedByB, joinedByA, own]);
+    expect(results.every((r) => r.ok)).toBe(true);
+    expect([h.resolver.lookupsInFlight('a'), h.resolver.lookupsInFlight('b')]).toEqual([0, 0]);
+  });
+
+  it('needs no share for answers from dns.hosts or the cache, and none without a principal', async () => {
+    const h = harness(answers([a('93.184.216.34', 60)]), { hosts: new Map([['fixed.test', [a('127.0.0.2', 0)]]]), maxConcurrentLookupsPerGrant: 1 });
+    await h.resolver.resolve('cached.test', 'p');
+    const again = await Promise.all([h.resolver.resolve('cached.test', 'p'), h.resolver.resolve('fixed.test', 'p'), h.resolver.resolve('cached.test', 'p')]);
+    expect(again.map((r) => r.ok && r.value.source)).toEqual(['cache', 'hosts', 'cache']);
+    expect(h.calls).toEqual(['cached.test']);
+  });
+
+  it('keeps the latest answers for PAC builtins, evicting the oldest one by one rather than all at once', async () => {
+    const h = harness((host) => Promise.resolve([a(host === 'victim.test' ? '10.1.2.3' : '93.184.216.34', 0)]));
+    await h.resolver.resolve('victim.test', 'victim');
+    for (let i = 0; i < 1000; i += 1) await h.resolver.resolve(`churn${i}.test`, 'attacker');
+    expect(h.resolver.peek('victim.test')).toEqual([a('10.1.2.3', 0)]);
+    for (let i = 1000; i < 1100; i += 1) await h.resolver.resolve(`churn${i}.test`, 'attacker');
+    expect(h.resolver.peek('victim.test')).toBeNull();
+    expect(h.resolver.peek('churn1099.test')).toEqual([a('93.184.216.34', 0)]);
+  });
+});
+
 describe('Resolver: failures are verdicts, never throws', () => {
   it('a lookup that never answers yields dns_timeout within timeoutMs', async () => {
     const h = harness(silent, { timeoutMs: 50 });

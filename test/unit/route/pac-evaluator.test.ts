@@ -179,6 +179,25 @@ describe('PacScript.findProxy', () => {
     expect(answers.map((a) => (a.ok ? a.value : a.detail))).toEqual([1, 2, 3, 4, 5].map((n) => `PROXY p${n}.corp:3128`));
   });
 
+  it('serves principals in turn: a flooding principal gets its own pac_limit_reached, another principal’s call runs next (finding 15)', async () => {
+    const script = await load('var n = 0; function FindProxyForURL(url, host) { n = n + 1; return "PROXY " + host + "-" + n + ".corp:3128"; }', recordingPort(), {
+      ...LIMITS,
+      maxWaitingPerPrincipal: 3,
+    });
+    // The first call is evaluated at once; three more wait; the fifth is the flooder's own refusal.
+    const flood = ['f1', 'f2', 'f3', 'f4', 'f5'].map((h) => script.findProxy(`https://${h}/`, h, 'attacker'));
+    const victim = script.findProxy('https://v/', 'v', 'victim');
+    const answers = await Promise.all([...flood, victim]);
+    expect(answers.map((a) => (a.ok ? a.value : a.reason))).toEqual([
+      'PROXY f1-1.corp:3128',
+      'PROXY f2-2.corp:3128',
+      'PROXY f3-4.corp:3128',
+      'PROXY f4-5.corp:3128',
+      'pac_limit_reached',
+      'PROXY v-3.corp:3128', // right after the flooder's next call, not after all of them
+    ]);
+  });
+
   it('a failure in a queued call does not disturb the calls around it', async () => {
     const script = await load(HOSTILE);
     const answers = await Promise.all(['intranet.corp', 'loop', 'public.example'].map((h) => script.findProxy(`https://${h}/`, h)));

@@ -1,0 +1,89 @@
+// Specifies the auth-failure throttle (issue 13, roadmap item 4): failures count per presented grant id
+// (per source address for a token without one) under a per-source ceiling, in one-minute windows, in
+// bounded memory that fails closed. Token clients on one host share 127.0.0.1, so a guesser must lock
+// out only the grant id it presents, never another principal presenting a valid token.
+import { describe, expect, it } from 'vitest';
+import { AuthThrottle } from '../../../src/proxy/admission.js';
+
+const basic = (user: string, token = 'guess'): string => `Basic ${Buffer.from(`${user}:${token}`).toString('base64')}`;
+const LOOPBACK = '127.0.0.1';
+
+function throttle(perGrantId = 3, perSource = 10): { t: AuthThrottle; advance(ms: number): void } {
+  let now = 1_000_000;
+  return { t: new AuthThrottle({ perGrantId, perSource }, () => now), advance: (ms) => void (now += ms) };
+}
+
+function fail(t: AuthThrottle, header: string, source = LOOPBACK, times = 1): void {
+  for (let i = 0; i < times; i += 1) t.recordFailure(header, source);
+}
+
+describe('AuthThrottle', () => {
+  it('blocks the presented grant id after perGrantId failures, and not another grant id from the same address', () => {
+    const { t } = throttle();
+    fail(t, basic('a'), LOOPBACK, 2);
+    expect(t.isBlocked(basic('a', 'right'), () => LOOPBACK)).toBe(false);
+    fail(t, basic('a'));
+    expect(t.isBlocked(basic('a', 'right'), () => LOOPBACK)).toBe(true);
+    expect(t.isBlocked(basic('b', 'right'), () => LOOPBACK)).toBe(false);
+  });
+
+  it('counts a grant id’s failures from every address together: more addresses buy no more guesses', () => {
+    const { t } = throttle();
+    for (const source of ['127.0.0.1', '127.0.0.2', '127.0.0.3']) fail(t, basic('a'), source);
+    expect(t.isBlocked(basic('a'), () => '127.0.0.9')).toBe(true);
+  });
+
+  it('counts a token without a grant id (Bearer, empty user, unreadable) per source address', () => {
+    const { t } = throttle();
+    fail(t, 'Bearer guess-1');
+    fail(t, basic('', 'guess-2'));
+    fail(t, 'Basic %%%');
+    expect(t.isBlocked('Bearer right', () => LOOPBACK)).toBe(true);
+    expect(t.isBlocked('Bearer right', () => '127.0.0.2')).toBe(false);
+    expect(t.isBlocked(basic('a'), () => LOOPBACK)).toBe(false);
+  });
+
+  it('blocks every presentation from an address past perSource failures, whatever grant ids they named', () => {
+    const { t } = throttle(3, 10);
+    for (let i = 0; i < 10; i += 1) fail(t, basic(`id-${i}`));
+    expect(t.isBlocked(basic('b', 'right'), () => LOOPBACK)).toBe(true);
+    expect(t.isBlocked(basic('b', 'right'), () => '127.0.0.2')).toBe(false);
+  });
+
+  it('keeps a grant id apart from an address that spells the same', () => {
+    const { t } = throttle(1, 100);
+    fail(t, 'Bearer guess', 'x');
+    expect(t.isBlocked(basic('x'), () => 'elsewhere')).toBe(false);
+    expect(t.isBlocked(basic('source x'), () => 'x')).toBe(false);
+  });
+
+  it('starts a new window after a minute', () => {
+    const { t, advance } = throttle();
+    fail(t, basic('a'), LOOPBACK, 3);
+    advance(59_999);
+    expect(t.isBlocked(basic('a'), () => LOOPBACK)).toBe(true);
+    advance(1);
+    expect(t.isBlocked(basic('a'), () => LOOPBACK)).toBe(false);
+  });
+
+  it('asks for no source address and parses nothing while nothing has failed this window', () => {
+    const { t } = throttle();
+    let asked = 0;
+    expect(t.isBlocked(basic('a'), () => (asked++, LOOPBACK))).toBe(false);
+    expect(asked).toBe(0);
+  });
+
+  it('fails closed past 10,000 tracked grant ids: a spray neither resets the guessed grant id nor buys untracked guesses', () => {
+    const { t } = throttle(3, 1_000_000);
+    fail(t, basic('target'), LOOPBACK, 3);
+    // 9,999 more grant ids fill the table (10,000 with the target), each from its own address.
+    for (let i = 0; i < 9_999; i += 1) fail(t, basic(`spray-${i}`), `10.0.${i >> 8}.${i & 255}`);
+    expect(t.isBlocked(basic('target'), () => LOOPBACK)).toBe(true);
+    // New grant ids now share one overflow count: after perGrantId failures among them, they are all blocked.
+    fail(t, basic('untracked-1'));
+    fail(t, basic('untracked-2'));
+    expect(t.isBlocked(basic('untracked-3'), () => LOOPBACK)).toBe(false);
+    fail(t, basic('untracked-3'));
+    expect(t.isBlocked(basic('untracked-4'), () => LOOPBACK)).toBe(true);
+  });
+});
