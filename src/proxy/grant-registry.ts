@@ -7,6 +7,7 @@ import type { ConfigIssue, GrantSpec } from '../config/index.js';
 import { TokenStore } from '../identity/index.js';
 import { authorize } from '../authority/index.js';
 import { checkAddress, type SelfAddresses } from '../resolve/index.js';
+import type { ForwardBudget } from '../relay/index.js';
 import type { ConnectionContext } from './connection-context.js';
 import { compileGrant, type RuntimeGrant } from './grant-table.js';
 
@@ -18,9 +19,26 @@ export interface GrantInput {
   readonly tokenSha256: Buffer | null;
 }
 
-interface Usage {
-  connections: number;
-  bytes: number;
+/**
+ * What a grant has used since start, and its byte budget: one per grant, so every tunnel and forwarded
+ * request of the grant takes from the same counter while its bytes stream (a take is synchronous, so
+ * parallel hops never both spend the last byte). `maxBytes` follows the grant in force (Infinity: none).
+ */
+class GrantUsage implements ForwardBudget {
+  connections = 0;
+  bytes = 0;
+
+  constructor(public maxBytes: number) {}
+
+  /** Counts bytes; false once the budget is passed (the caller relays nothing more). */
+  take(bytes: number): boolean {
+    this.bytes += bytes;
+    return this.bytes <= this.maxBytes;
+  }
+
+  hasLeft(): boolean {
+    return this.bytes < this.maxBytes;
+  }
 }
 
 // setTimeout holds at most 2^31-1 ms (~24.8 days); later expiries re-arm.
@@ -30,7 +48,7 @@ export class GrantRegistry {
   readonly grants = new Map<string, RuntimeGrant>();
   readonly tokens = new TokenStore();
   private readonly live = new Map<string, Set<ConnectionContext>>();
-  private readonly usage = new Map<string, Usage>();
+  private readonly usage = new Map<string, GrantUsage>();
   private readonly expiry = new Map<string, NodeJS.Timeout>();
 
   constructor(
@@ -49,6 +67,8 @@ export class GrantRegistry {
     for (const { grant, tokenSha256 } of grants) {
       const previous = this.grants.get(grant.id);
       this.grants.set(grant.id, grant);
+      const usage = this.usage.get(grant.id);
+      if (usage !== undefined) usage.maxBytes = grant.limits.maxBytes ?? Infinity;
       if (tokenSha256 === null) this.tokens.delete(grant.id);
       else this.tokens.set(grant.id, tokenSha256);
       this.armExpiry(grant);
@@ -63,6 +83,8 @@ export class GrantRegistry {
     for (const id of ids) {
       this.grants.delete(id);
       this.tokens.delete(id);
+      const usage = this.usage.get(id);
+      if (usage !== undefined) usage.maxBytes = Infinity;
       this.clearExpiry(id);
       ended += this.endConnections(id, reason);
     }
@@ -116,21 +138,23 @@ export class GrantRegistry {
 
   /** Adds bytes to a grant's budget; false once maxBytes is passed. */
   addBytes(grantId: string, bytes: number): boolean {
-    const usage = this.usageOf(grantId);
-    usage.bytes += bytes;
-    const max = this.grants.get(grantId)?.limits.maxBytes;
-    return max === undefined || usage.bytes <= max;
+    return this.usageOf(grantId).take(bytes);
   }
 
   bytesLeft(grantId: string): number {
-    const max = this.grants.get(grantId)?.limits.maxBytes;
-    return max === undefined ? Infinity : Math.max(0, max - this.usageOf(grantId).bytes);
+    const usage = this.usageOf(grantId);
+    return Math.max(0, usage.maxBytes - usage.bytes);
   }
 
-  usageOf(grantId: string): Usage {
+  /** The budget a grant's forwarded requests count against while they stream; null without maxBytes. */
+  budgetOf(grant: RuntimeGrant): ForwardBudget | null {
+    return grant.limits.maxBytes === undefined ? null : this.usageOf(grant.id);
+  }
+
+  usageOf(grantId: string): GrantUsage {
     let usage = this.usage.get(grantId);
     if (usage === undefined) {
-      usage = { connections: 0, bytes: 0 };
+      usage = new GrantUsage(this.grants.get(grantId)?.limits.maxBytes ?? Infinity);
       this.usage.set(grantId, usage);
     }
     return usage;

@@ -3,7 +3,7 @@
 // is refused even on a connection whose first request was allowed.
 import type http from 'node:http';
 import { canonicalize, DEFAULT_PORTS, parseAbsoluteTarget } from '../authority/index.js';
-import { forwardRequest, hasBody, type ForwardResult } from '../relay/index.js';
+import { forwardRequest, hasBody, type ForwardBudget, type ForwardResult } from '../relay/index.js';
 import { isConnectionFailure } from '../egress/index.js';
 import { upstreamAuthority } from './dial-route.js';
 import { recordClose, recordDecision } from './audit-hop.js';
@@ -55,7 +55,10 @@ export async function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: h
     return deny(rt, ctx, hop, req, res);
   }
 
-  const result = await forwardOverRoute(rt, hop, req, res, target.value.pathAndQuery);
+  // With maxBytes, the bodies are counted against the grant's budget while they stream, and the response
+  // is ended at the budget (review 2026-12 finding 6); without, the totals are only recorded after.
+  const budget = rt.registry.budgetOf(grant);
+  const result = await forwardOverRoute(rt, hop, req, res, target.value.pathAndQuery, budget);
   hop.dialUs = hop.elapsedUs();
   if (result !== null && result.phase === 'responded') hop.firstByteUs = Math.round((result.headersAt - hop.startedAt) * 1000);
   if (result === null) {
@@ -66,7 +69,7 @@ export async function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: h
     hop.fail(result.reason, result.detail);
     return deny(rt, ctx, hop, req, res);
   }
-  rt.registry.addBytes(grant.id, result.bytesUp + result.bytesDown);
+  if (budget === null) rt.registry.addBytes(grant.id, result.bytesUp + result.bytesDown);
   recordDecision(rt.audit, ctx, hop, rt.metrics);
   recordClose(rt.audit, ctx, hop, {
     closedBy: result.closedBy ?? 'completed',
@@ -81,7 +84,7 @@ export async function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: h
  * upstream proxy. A later alternative is tried only after a connection-level failure of a request with
  * no body (nothing was sent yet); a 407 or any response ends the hop.
  */
-async function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMessage, res: http.ServerResponse, pathAndQuery: string): Promise<ForwardResult | null> {
+async function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMessage, res: http.ServerResponse, pathAndQuery: string, budget: ForwardBudget | null): Promise<ForwardResult | null> {
   const dest = hop.canonical;
   if (dest === null || hop.scheme === null) return null;
   const retryable = !hasBody(req);
@@ -93,7 +96,7 @@ async function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMe
       for (const pinned of hop.pinned) {
         hop.dialed = pinned;
         const host = pinned.family === 6 ? `[${pinned.address}]` : pinned.address;
-        result = await forwardRequest(rt.forwardAgent, req, res, { origin: `http://${host}:${pinned.port}`, hostHeader, pathAndQuery, proxyAuthorization: null, viaUpstream: false });
+        result = await forwardRequest(rt.forwardAgent, req, res, { origin: `http://${host}:${pinned.port}`, hostHeader, pathAndQuery, proxyAuthorization: null, viaUpstream: false }, budget);
         if (result.phase === 'responded' || !retryable || !isConnectionFailure(result.reason)) return result;
       }
     } else {
@@ -108,7 +111,7 @@ async function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMe
         pathAndQuery: `${hop.scheme === 'ws' ? 'http' : hop.scheme}://${authority}${pathAndQuery}`,
         proxyAuthorization: proxy.authorization,
         viaUpstream: true,
-      });
+      }, budget);
       if (result.phase === 'responded' || !retryable || !isConnectionFailure(result.reason)) return result;
     }
   }

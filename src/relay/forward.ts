@@ -6,6 +6,7 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { CloseReason, ReasonCode } from '../core/index.js';
 import { stripHopByHop, stripHopByHopObject } from './hop-by-hop.js';
+import type { ByteBudget } from './tunnel.js';
 
 export interface ForwardAgentOptions {
   readonly connect: (opts: { hostname: string; port: string | number }, cb: (err: Error | null, socket: import('node:net').Socket | null) => void) => void;
@@ -49,6 +50,16 @@ export type ForwardResult =
       readonly headersAt: number;
     };
 
+/**
+ * The grant's byte budget as a forwarded request uses it: the same counter its tunnels take from (one per
+ * grant, shared by every request and tunnel of the grant), plus whether anything is left before a
+ * response head is relayed.
+ */
+export interface ForwardBudget extends ByteBudget {
+  /** False once the budget is spent: nothing more may be relayed. */
+  hasLeft(): boolean;
+}
+
 const VIA = '1.1 sluice';
 
 function failureReason(error: unknown, viaUpstream: boolean): ReasonCode {
@@ -67,11 +78,30 @@ function failureReason(error: unknown, viaUpstream: boolean): ReasonCode {
   return 'origin_failed';
 }
 
-/** Passes the request body through unchanged, counting bytes; reading stays paced by the consumer. */
+/**
+ * Passes the request body through unchanged, counting bytes; reading stays paced by the consumer. With a
+ * budget, each chunk is taken from it before it is passed on, as a tunnel does (relay/tunnel.ts): the
+ * chunk that passes the budget is counted, not sent, and the hop ends (ResponseRelay.bodyPassedBudget).
+ */
 class ByteCounter extends Transform {
   bytes = 0;
+  relay: ResponseRelay | null = null;
+  private isOverBudget = false;
+
+  constructor(private readonly budget: ForwardBudget | null) {
+    super();
+  }
+
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    // Past the budget nothing more is counted or sent; the relay is already ending the hop.
+    if (this.isOverBudget) return callback();
     this.bytes += chunk.length;
+    if (this.budget !== null && !this.budget.take(chunk.length)) {
+      this.isOverBudget = true;
+      callback();
+      this.relay?.bodyPassedBudget();
+      return;
+    }
     callback(null, chunk);
   }
 }
@@ -110,6 +140,7 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
     private readonly res: http.ServerResponse,
     private readonly viaUpstream: boolean,
     private readonly body: ByteCounter | null,
+    private readonly budget: ForwardBudget | null,
   ) {
     this.done = new Promise((resolve) => {
       this.settle = resolve;
@@ -133,6 +164,13 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
     // 1xx interim responses are not relayed (Node already answered the client's 100-continue).
     if (this.settled || statusCode < 200) return;
+    if (this.budget !== null && !this.budget.hasLeft()) {
+      // Spent by another request or tunnel of the grant since this one was authorized: the client gets
+      // the 429 it would have got a moment later, and no byte of this response.
+      this.failed('byte_limit_reached', 'the byte budget was spent before the response head');
+      controller.abort(new Error('byte budget spent'));
+      return;
+    }
     if (this.viaUpstream && statusCode === 407) {
       // The upstream's challenge is for Sluice, not the client: never relay it (the client would answer
       // it with its own secrets) and never retry around the proxy.
@@ -157,6 +195,9 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.status === 0 || this.settled) return;
     this.bytesDown += chunk.length;
+    // Counted as it streams, chunk by chunk, against the budget every request and tunnel of the grant
+    // shares (review 2026-12 finding 6): the chunk that passes it is not relayed (as in relay/tunnel.ts).
+    if (this.budget !== null && !this.budget.take(chunk.length)) return this.endAtBudget(controller);
     if (!this.res.write(chunk)) controller.pause();
   }
 
@@ -169,6 +210,27 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
     if (this.status === 0) return this.failed(failureReason(error, this.viaUpstream), error.message);
     this.res.destroy();
     this.responded('response_error');
+  }
+
+  /** The request body passed the budget: refused (429) before a response head, cut off after one. */
+  bodyPassedBudget(): void {
+    if (this.settled) return;
+    if (this.status !== 0) return this.endAtBudget(this.controller);
+    this.failed('byte_limit_reached', 'the request body passed the byte budget');
+    this.controller?.abort(new Error('byte budget spent'));
+  }
+
+  /**
+   * Ends a response mid-body at the budget, as a tunnel is ended: the client connection is destroyed, so
+   * the client sees it end before the announced length or last chunk, and the origin request is aborted.
+   * The head goes out first (node:http holds it until the first body write), so the client can tell a
+   * cut-off response from a failed one.
+   */
+  private endAtBudget(controller: Dispatcher.DispatchController | null): void {
+    this.responded('byte_limit');
+    this.res.flushHeaders();
+    this.res.destroy();
+    controller?.abort(new Error('byte budget spent'));
   }
 
   private failed(reason: ReasonCode, detail: string): void {
@@ -184,7 +246,12 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
   }
 }
 
-export function forwardRequest(agent: Dispatcher, req: http.IncomingMessage, res: http.ServerResponse, target: ForwardTarget): Promise<ForwardResult> {
+/**
+ * Forwards one request and relays its response. With a budget (a grant with maxBytes), every body chunk
+ * in either direction is taken from it as it streams; without one nothing is counted here, and the
+ * caller charges the totals afterwards.
+ */
+export function forwardRequest(agent: Dispatcher, req: http.IncomingMessage, res: http.ServerResponse, target: ForwardTarget, budget: ForwardBudget | null): Promise<ForwardResult> {
   // Node's server already answered `Expect: 100-continue` to the client (RFC 9110 §10.1.1), and the
   // client library cannot forward it; the body follows without waiting.
   const headers = dropExpectContinue(stripHopByHop(req.rawHeaders));
@@ -192,14 +259,15 @@ export function forwardRequest(agent: Dispatcher, req: http.IncomingMessage, res
   if (target.proxyAuthorization !== null) headers.push('proxy-authorization', target.proxyAuthorization);
   let body: ByteCounter | null = null;
   if (hasBody(req)) {
-    body = new ByteCounter();
+    body = new ByteCounter(budget);
     // pipe + error forwarding rather than stream.pipeline: pipeline allocates an AbortController and
     // DOMException per call, which showed up at ~12% of forwarding CPU in the profile.
     const counter = body;
     req.on('error', (error) => counter.destroy(error));
     req.pipe(counter);
   }
-  const relay = new ResponseRelay(res, target.viaUpstream, body);
+  const relay = new ResponseRelay(res, target.viaUpstream, body, budget);
+  if (body !== null) body.relay = relay;
   agent.dispatch({ origin: target.origin, path: target.pathAndQuery, method: req.method as Dispatcher.HttpMethod, headers, body }, relay);
   return relay.done;
 }
