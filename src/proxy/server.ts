@@ -15,6 +15,7 @@ import { onRequest } from './on-request.js';
 import { onSocksConnection } from './socks5.js';
 import { writeResponseDenial, writeSocketDenial } from './respond.js';
 import type { ProxyRuntime } from './runtime.js';
+import { answerInOrder, noteResponse, pendingResponse } from './answer-in-order.js';
 import { bindListener } from './bind-listener.js';
 import { removeSocketFile, type SocketFile } from './socket-file.js';
 
@@ -68,6 +69,8 @@ function acceptConnection(rt: ProxyRuntime, section: ListenerSection, sockets: S
     return null;
   }
   socket[CONTEXT] = ctx;
+  // Set on every socket at accept, so that all keep one shape.
+  noteResponse(socket, null);
   sockets.add(socket);
   rt.metrics.connectionOpened(section.name);
   socket.once('close', () => {
@@ -174,14 +177,19 @@ function createHttpServer(rt: ProxyRuntime, limits: HttpLimits): http.Server {
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const ctx = headParsed(req.socket);
     if (ctx === undefined) return void res.destroy();
+    noteResponse(req.socket, res);
     if (!isHttp11(req)) return refuseVersion(rt, ctx, req, (reason) => writeResponseDenial(res, { reason, destination: null, grant: null }, true));
     onRequest(rt, ctx, req, res).catch((error: unknown) => fault(rt, res, error));
   });
   server.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
     const ctx = headParsed(socket);
     if (ctx === undefined) return void socket.destroy();
-    if (!isHttp11(req)) return refuseVersion(rt, ctx, req, (reason) => writeSocketDenial(socket, { reason, destination: null, grant: null }));
-    startConnect(rt, ctx, socket, connectRequestOf(req), head);
+    const pending = pendingResponse(socket);
+    if (pending === null) return answerConnect(rt, ctx, req, socket, head);
+    answerInOrder(socket, pending, () => {
+      if (socket.destroyed) return recordGone(rt, ctx, req);
+      answerConnect(rt, ctx, req, socket, head);
+    });
   });
   // RFC 9110 §10.1.1: an Expect other than 100-continue is answered 417, by Sluice (with a reason and a
   // record), not by Node's default handler.
@@ -196,21 +204,50 @@ function createHttpServer(rt: ProxyRuntime, limits: HttpLimits): http.Server {
   server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket) => {
     const ctx = headParsed(socket);
     if (ctx === undefined) return void socket.destroy();
-    const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', req.url ?? '');
-    hop.fail('upgrade_unsupported');
-    recordDecision(rt.audit, ctx, hop, rt.metrics);
-    writeSocketDenial(socket, { reason: hop.reason, destination: null, grant: ctx.principal?.grantId ?? null });
+    const pending = pendingResponse(socket);
+    if (pending === null) return refuseUpgrade(rt, ctx, req, socket);
+    answerInOrder(socket, pending, () => refuseUpgrade(rt, ctx, req, socket));
   });
   server.on('clientError', (error: NodeJS.ErrnoException, socket: net.Socket) => {
     const ctx = headParsed(socket);
     if (ctx === undefined || error.code === 'ECONNRESET' || error.code === 'EPIPE') return void socket.destroy();
-    const reason = clientErrorReason(error.code);
-    const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
-    hop.fail(reason, error.code ?? 'parse error');
-    recordDecision(rt.audit, ctx, hop, rt.metrics);
-    writeSocketDenial(socket, { reason, destination: null, grant: ctx.principal?.grantId ?? null });
+    const pending = pendingResponse(socket);
+    // A body that breaks its own framing is refused at once, as before: its request cannot complete.
+    if (pending === null || !pending.req.complete) return refuseMalformed(rt, ctx, error, socket);
+    // A malformed head after complete requests: stop reading (node:http would feed its failed parser
+    // again; nothing after it is a request), and answer once the responses ahead are written, in order
+    // (RFC 9112 §9.3.2).
+    socket.pause();
+    answerInOrder(socket, pending, () => refuseMalformed(rt, ctx, error, socket));
   });
   return server;
+}
+
+function answerConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, socket: net.Socket, head: Buffer): void {
+  if (!isHttp11(req)) return refuseVersion(rt, ctx, req, (reason) => writeSocketDenial(socket, { reason, destination: null, grant: null }));
+  startConnect(rt, ctx, socket, connectRequestOf(req), head);
+}
+
+function refuseUpgrade(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, socket: net.Socket): void {
+  const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', req.url ?? '');
+  hop.fail('upgrade_unsupported');
+  recordDecision(rt.audit, ctx, hop, rt.metrics);
+  writeSocketDenial(socket, { reason: hop.reason, destination: null, grant: ctx.principal?.grantId ?? null });
+}
+
+function refuseMalformed(rt: ProxyRuntime, ctx: ConnectionContext, error: NodeJS.ErrnoException, socket: net.Socket): void {
+  const reason = clientErrorReason(error.code);
+  const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
+  hop.fail(reason, error.code ?? 'parse error');
+  recordDecision(rt.audit, ctx, hop, rt.metrics);
+  writeSocketDenial(socket, { reason, destination: null, grant: ctx.principal?.grantId ?? null });
+}
+
+/** A pipelined CONNECT whose connection ended before the responses ahead of it were written. */
+function recordGone(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage): void {
+  const hop = new Hop(ctx.nextHop(), 'connect', 'CONNECT', req.url ?? '');
+  hop.fail('client_gone', 'the connection ended before the requests pipelined ahead of the CONNECT were answered');
+  recordDecision(rt.audit, ctx, hop, rt.metrics);
 }
 
 /**
