@@ -9,7 +9,7 @@ import ipaddr from 'ipaddr.js';
 import { describe, expect, it } from 'vitest';
 import { parseAbsoluteTarget, parseConnectTarget } from '../../src/authority/canonical-destination.js';
 import { ADDRESS_CLASSES, GRANTABLE_CLASSES, type AddressClass, type CanonicalDestination, type ResolvedAddress } from '../../src/core/types.js';
-import { Reasons, isReasonCode, type ReasonCode } from '../../src/core/reason.js';
+import { AuditOnlyReasons, Reasons, isReasonCode, sentReason, type ReasonCode } from '../../src/core/reason.js';
 import { classifyAddress } from '../../src/resolve/address-class.js';
 import { compileAddressPolicy, type AddressPolicy } from '../../src/resolve/address-policy.js';
 import { pin } from '../../src/resolve/pin.js';
@@ -160,9 +160,12 @@ describe('reason codes and Proxy-Status (RFC 9209)', () => {
     }
   });
 
+  // Audit-only codes are never sent (review 2026-12 finding 13): only the codes a client can see are formatted.
+  const sentCodes = codes.filter((code) => sentReason(code) === code);
+
   it('proxyStatus() formats each code as an sf-list member `sluice; error=<RFC 9209 type>; details="<code>"`', () => {
     fc.assert(
-      fc.property(fc.constantFrom(...codes), (code) => {
+      fc.property(fc.constantFrom(...sentCodes), (code) => {
         const value = proxyStatus(code);
         expect(value).not.toMatch(/[\r\n\0]/);
         const member = parseProxyStatusMember(value);
@@ -185,14 +188,16 @@ describe('reason codes and Proxy-Status (RFC 9209)', () => {
     );
   });
 
-  it('the denial body is one line naming the code, whatever the destination key and grant id', () => {
+  it('the denial body is one line naming the code sent, whatever the destination key and grant id', () => {
     const grantId = fc.stringMatching(/^[A-Za-z0-9_.-]{1,40}$/);
     fc.assert(
       fc.property(fc.constantFrom(...codes), fc.option(fc.domain().map((d) => `${d}:443`)), fc.option(grantId), (reason, destination, grant) => {
         const body = denialBody({ reason, destination, grant });
         expect(body.endsWith('\n')).toBe(true);
         expect(body.slice(0, -1)).not.toMatch(/[\r\n]/);
-        expect(body.startsWith(`sluice: ${Reasons[reason].status} ${reason}: `)).toBe(true);
+        const sent = sentReason(reason);
+        expect(body.startsWith(`sluice: ${Reasons[sent].status} ${sent}: `)).toBe(true);
+        for (const auditOnly of Object.keys(AuditOnlyReasons)) expect(body).not.toContain(auditOnly);
       }),
       params(500),
     );
