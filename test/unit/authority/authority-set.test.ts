@@ -151,3 +151,20 @@ describe('authorize: scale', () => {
     expect(performance.now() - started).toBeLessThan(2000);
   });
 });
+
+describe('parseDestinationRule: near misses a grant file could contain', () => {
+  // A rule whose scheme Sluice never proxies would never match: say so when the grant loads instead of
+  // silently granting nothing. Mutant 507 skipped the scheme check; the port keeps this from failing later.
+  it('refuses an unknown scheme even with an explicit port', () => {
+    expect(parseDestinationRule('ftp://a.test:21')).toEqual(expect.objectContaining({ ok: false, reason: 'destination_malformed' }));
+  });
+
+  // The whole rule must be scheme://authority. Mutant 493 (RULE without ^) read the first as https://a.test,
+  // mutant 494 (without $) read the second as https://a.test and dropped the rest.
+  it.each([
+    ['text before the scheme', '1https://a.test'],
+    ['a second rule after a line break', 'https://a.test\nhttps://b.test'],
+  ])('refuses %s: %j', (_what, raw) => {
+    expect(parseDestinationRule(raw)).toEqual(expect.objectContaining({ ok: false, reason: 'destination_malformed' }));
+  });
+});

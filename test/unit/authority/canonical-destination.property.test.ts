@@ -179,3 +179,29 @@ describe('destination parsers never throw', () => {
     );
   });
 });
+
+describe('canonicalizeHost: IPv6 near the mapped form', () => {
+  // fc.ipV6() almost never puts ffff next to the IPv4 tail, so the property above never tried addresses
+  // that merely contain ::ffff:x:y (mutants 225 and 226 of the December 2026 mutation review).
+  const group = fc.oneof(fc.constantFrom(0, 0, 0, 1, 0xffff, 0x7f00), fc.integer({ min: 0, max: 0xffff }));
+  const nearMapped = fc
+    .tuple(fc.array(group, { minLength: 8, maxLength: 8 }), fc.integer({ min: 3, max: 6 }))
+    .map(([groups, at]) => groups.map((g, i) => (i === at ? 0xffff : g)).map((g) => g.toString(16)).join(':'));
+
+  it('unwraps an address to IPv4 exactly when it is ::ffff:x:y as a whole, else keeps it as IPv6', () => {
+    fc.assert(
+      fc.property(nearMapped, (address) => {
+        const parsed = urlHostname(`[${address}]`) ?? '';
+        const mapped = /^\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]$/.exec(parsed);
+        const host = accepted(`[${address}]`);
+        if (mapped === null) {
+          expect(host).toEqual({ host: parsed.slice(1, -1), hostKind: 'ipv6' });
+        } else {
+          const [hi, lo] = [Number.parseInt(mapped[1] ?? '', 16), Number.parseInt(mapped[2] ?? '', 16)];
+          expect(host).toEqual({ host: `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`, hostKind: 'ipv4' });
+        }
+      }),
+      RUNS,
+    );
+  });
+});

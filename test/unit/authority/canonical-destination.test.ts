@@ -172,3 +172,65 @@ describe('parseConnectTarget (RFC 9110 §9.3.6 authority-form)', () => {
     expect(parseConnectTarget(target)).toEqual(refused('destination_malformed'));
   });
 });
+
+describe('canonicalizeHost: near misses of the mapped-IPv4 form stay IPv6', () => {
+  // Only ::ffff:a.b.c.d as a whole is IPv4-mapped (RFC 4291 §2.5.5.2). Unwrapping the tail or the head of
+  // a longer address would hand policy and dialer an IPv4 address the client never named.
+  it.each([
+    ['[1::ffff:7f00:1]', '1::ffff:7f00:1'], // mutant 225: MAPPED without ^ read this as 127.0.0.1
+    ['[::ffff:1:2:3]', '::ffff:1:2:3'], // mutant 226: MAPPED without $ read this as 0.1.0.2
+  ])('%j is the IPv6 address %s', (raw, host) => {
+    expect(canonicalizeHost(raw)).toEqual(ok({ host, hostKind: 'ipv6' }));
+  });
+});
+
+describe('canonicalizeHost: length limits on hosts that go through the URL parser', () => {
+  // Upper case makes these skip the plain-name fast path, so the NAME expression alone holds the
+  // RFC 1035 §2.3.4 limit of 253 characters. Mutant 205 dropped the `$` from its (?=.{1,253}$) lookahead.
+  it('accepts a 253-character name', () => {
+    const name = `A${'a.'.repeat(124)}test`;
+    expect(name.length).toBe(253);
+    expect(canonicalizeHost(name)).toEqual(ok({ host: name.toLowerCase(), hostKind: 'name' }));
+  });
+
+  it.each([
+    ['254 characters', `A${'a.'.repeat(124)}tests`],
+    ['265 characters', `A${'a.'.repeat(130)}test`],
+  ])('refuses a name of %s', (_what, name) => {
+    expect(canonicalizeHost(name)).toEqual(refused('destination_malformed'));
+  });
+
+  // Only a numeric IPv4 spelling can be longer than 253 characters and still parse; 1024 characters is
+  // the most the URL parser is ever given. Mutants 412 (no bound) and 413 (`>= 1024`).
+  const hexZeros = (length: number): string => `0x${'0'.repeat(length - 10)}7f000001`;
+
+  it('reads a 1024-character hex spelling of 127.0.0.1', () => {
+    expect(hexZeros(1024)).toHaveLength(1024);
+    expect(canonicalizeHost(hexZeros(1024))).toEqual(ok({ host: '127.0.0.1', hostKind: 'ipv4' }));
+  });
+
+  it.each([1025, 1110])('refuses a %i-character hex spelling of 127.0.0.1 before parsing it', (length) => {
+    expect(canonicalizeHost(hexZeros(length))).toEqual(refused('destination_malformed'));
+  });
+});
+
+describe('canonicalize: the port of a bracketed IPv6 literal follows a colon', () => {
+  // Mutants 97 and 99: the character after `]` was dropped as if it were the colon: [::1]x443 became
+  // [::1]:443 and [::1]443 became [::1]:43.
+  it.each(['[::1]x443', '[::1]443'])('refuses %j', (raw) => {
+    expect(canonicalize(raw)).toEqual(refused('destination_malformed'));
+  });
+});
+
+describe('parseAbsoluteTarget: the whole target must be the absolute URI', () => {
+  // Mutant 129 (ABSOLUTE without ^): an origin-form target with a URI in its query was forwarded to the
+  // host in the query string instead of being refused as a non-proxy request (RFC 9112 §3.2.1).
+  it.each([
+    '/r?u=http://10.0.0.1/x',
+    '/r?u=http://a.test/',
+    'x http://a.test/',
+    ' http://a.test/',
+  ])('refuses %j as request_malformed', (target) => {
+    expect(parseAbsoluteTarget(target)).toEqual(refused('request_malformed'));
+  });
+});

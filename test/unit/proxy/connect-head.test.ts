@@ -28,6 +28,7 @@ describe('parseConnectHead: everything else goes to node:http', () => {
   const refused: [string, string][] = [
     ['another method', 'GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n'],
     ['a lowercase method', 'connect a:1 HTTP/1.1\r\n\r\n'],
+    ['a method that ends in CONNECT (llhttp answers 400)', 'CCONNECT a:1 HTTP/1.1\r\n\r\n'], // mutant 700: REQUEST_LINE without ^
     ['two spaces in the request line', 'CONNECT  a:1 HTTP/1.1\r\n\r\n'],
     ['no version (HTTP/0.9 style)', 'CONNECT a:1\r\nX: y\r\n\r\n'],
     ['HTTP/2.0', 'CONNECT a:1 HTTP/2.0\r\n\r\n'],
@@ -74,5 +75,23 @@ describe('parseConnectHead: everything else goes to node:http', () => {
       }),
       { numRuns: 3000 },
     );
+  });
+});
+
+describe('parseConnectHead: maxHeaderBytes bounds the whole head, CR LF CR LF included', () => {
+  // Mutants 741 (`end + 4 >= maxHeaderBytes`) and 743 (`end - 4 > maxHeaderBytes`): node:http answers 431
+  // to a head one byte over its limit, so the fast path must not take it either.
+  const text = 'CONNECT a.test:443 HTTP/1.1\r\nProxy-Authorization: Bearer t\r\n\r\n';
+  const length = Buffer.byteLength(text, 'latin1');
+
+  it('takes a head exactly maxHeaderBytes long', () => {
+    expect(parseConnectHead(head(text), length)).not.toBeNull();
+  });
+
+  it.each([
+    ['one byte', 1],
+    ['the final CR LF CR LF', 4],
+  ])('refuses a head %s over maxHeaderBytes', (_what, over) => {
+    expect(parseConnectHead(head(text), length - over)).toBeNull();
   });
 });

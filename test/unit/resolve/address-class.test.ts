@@ -120,3 +120,29 @@ describe('classifyAddress: input that is not one address', () => {
     expect(classifyAddress(ip).class).toBe('reserved');
   });
 });
+
+describe('classifyAddress: near misses of the NAT64 prefix and IPv4-compatible forms', () => {
+  // NAT64 is exactly 64:ff9b::/96 (RFC 6052 §2.1): both leading groups must match. Mutants 922 (`||`),
+  // 923 (first group ignored) and 925 (second group ignored) read these as NAT64 and change the class.
+  it.each([
+    ['64:1::808:808', 'reserved', 'first group is NAT64’s, second is not: unassigned, not public 8.8.8.8 (mutants 922, 925)'],
+    ['e000:ff9b::808:808', 'reserved', 'second group is NAT64’s, first is not: unassigned, not public 8.8.8.8 (mutants 922, 923)'],
+    ['2600:ff9b::7f00:1', 'public', 'global unicast with ff9b second: native IPv6, not loopback 127.0.0.1 (mutants 922, 923)'],
+  ])('%s is %s (%s)', (ip, cls) => {
+    expect(classifyAddress(ip).class).toBe(cls);
+  });
+
+  // Every ::/96 address but :: and ::1 is IPv4-compatible (RFC 4291 §2.5.5.1): ::2 is 0.0.0.2, never allowed.
+  // Mutant 912 (`parts[7] === 0 || parts[7] === 1` → true) made every ::0.0.x.y `reserved`, which a grant can allow.
+  it.each([
+    ['::2', '0.0.0.2'],
+    ['::100', '0.0.1.0'], // written in hex: ipaddr.js reads the dotted ::0.0.1.0 as mapped ::ffff:0:100
+  ])('%s embeds %s and is unspecified', (ip, effective) => {
+    expect(classifyAddress(ip)).toEqual({ class: 'unspecified', effective });
+  });
+
+  // Mutant 969 (every character counts as a digit in the dotted-quad fast path) read this as 49.50.51.52: public.
+  it('a dotted string of letters is not an address: reserved', () => {
+    expect(classifyAddress('a.b.c.d').class).toBe('reserved');
+  });
+});
