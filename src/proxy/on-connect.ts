@@ -3,7 +3,7 @@
 import type http from 'node:http';
 import type net from 'node:net';
 import { parseConnectTarget } from '../authority/index.js';
-import { Tunnel, type ByteBudget, type RelayLimits } from '../relay/index.js';
+import { Tunnel, type RelayLimits } from '../relay/index.js';
 import type { RuntimeGrant } from './grant-table.js';
 import { recordClose, recordDecision } from './audit-hop.js';
 import type { ConnectionContext } from './connection-context.js';
@@ -23,11 +23,6 @@ function deny(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, socket: net.So
 function relayLimits(rt: ProxyRuntime, grant: RuntimeGrant): RelayLimits {
   const idle = grant.limits.idleTimeoutMs;
   return idle === undefined || idle >= rt.relay.idleTimeoutMs ? rt.relay : { idleTimeoutMs: idle };
-}
-
-function byteBudget(rt: ProxyRuntime, grant: RuntimeGrant): ByteBudget | null {
-  if (grant.limits.maxBytes === undefined) return null;
-  return { take: (bytes) => rt.registry.addBytes(grant.id, bytes) };
 }
 
 /** What a CONNECT hop needs of its request head, from node:http or from the fast path (connect-head.ts). */
@@ -113,7 +108,7 @@ export async function runTunnelHop(rt: ProxyRuntime, ctx: ConnectionContext, hop
     responder.established(socket);
   }
   if (opened.value.head.length > 0) socket.write(opened.value.head);
-  const tunnel = new Tunnel(socket, upstream, relayLimits(rt, grant), clientHead, byteBudget(rt, grant));
+  const tunnel = new Tunnel(socket, upstream, relayLimits(rt, grant), clientHead, rt.registry.budgetOf(grant));
   ctx.tunnel = tunnel;
   ctx.tunnelHop = hop;
   rt.metrics.tunnelOpened(ctx.listener);
