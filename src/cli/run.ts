@@ -6,29 +6,20 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Duplex, Writable } from 'node:stream';
-import { HANDSHAKE_FD, SECCOMP_FD, planSandbox } from './sandbox-plan.js';
+import { HANDSHAKE_FD, SECCOMP_FD, planSandbox, type SandboxSpec } from './sandbox-plan.js';
 import { buildSeccompFilter, isSeccompArchSupported } from './seccomp-filter.js';
 import { beginRunGrant, type RunGrant, type RunGrantRequest, type RunGrantResult } from './run-grant.js';
 
 export const EXIT_CONFINEMENT_FAILED = 125;
 const SIGNAL_NUMBERS: Readonly<Record<string, number>> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 };
 
-export interface RunOptions {
+/** What `sluice run` was asked for; the plan's own fields keep their meaning (sandbox-plan.ts). */
+export interface RunOptions extends Pick<SandboxSpec, 'port' | 'command' | 'cwd' | 'home' | 'envFlags' | 'callerEnv' | 'hidden' | 'node' | 'initScript'> {
   /** A grant socket the supervisor issued; absent when `grant` asks for a run-owned grant. */
   readonly grantSocket?: string | undefined;
   readonly grant?: RunGrantRequest | undefined;
-  readonly port: number;
-  readonly command: readonly string[];
-  readonly cwd: string;
-  readonly home: string;
   readonly write: readonly string[];
   readonly read: readonly string[];
-  readonly envFlags: readonly string[];
-  readonly callerEnv: Readonly<Record<string, string | undefined>>;
-  /** Paths from Sluice's config (state, config file, audit file, secrets) that must be absent inside. */
-  readonly hidden: readonly string[];
-  readonly node: string;
-  readonly initScript: string;
   readonly arch: string;
   readonly bwrap?: string | undefined;
 }
