@@ -4,6 +4,7 @@
 // touch (an abstract socket, a UDP resolver, a victim process, a marker file, the caller's HOME), one
 // run of test/support/sandbox-attacks.sh under `sluice run`, and its report. Never runs the script
 // outside `sluice run`: it signals and ptrace-attaches the pids it is given.
+import { expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
@@ -554,4 +555,16 @@ export function leakedSecrets(text: string): string[] {
   const leaked = [...Object.values(CALLER_SECRETS), VICTIM_SECRET, HOME_SECRET].filter((s) => text.includes(s));
   const token = TOKEN_PATTERN.exec(text);
   return token === null ? leaked : [...leaked, token[0]];
+}
+
+/** The checks every attack run starts with: the script ran to its end, confined, and every attempt could be made. */
+export function itRanTheWholeScript(attack: () => AttackRun): void {
+  it('runs the whole script confined and returns its exit status', () => {
+    expect(attack().report.summary).toContain('exited 0');
+    expect(attack().report.completed).toBe(true);
+  });
+
+  it.each(PREFLIGHT_CHECKS)('can make the attempts: %s', (name) => {
+    expect(checkLine(attack().report, name)).toBe(`CHECK ${name} OK`);
+  });
 }
