@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel, type ConnectTunnel, roundTrip } from '../support/raw-client.js';
 import { tokenHash } from '../support/sluice.js';
-import { waitUntil, withTimeout } from '../support/wait.js';
+import { waitFor, waitUntil, withTimeout } from '../support/wait.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = path.join(ROOT, 'bin/sluice.js');
@@ -30,6 +30,29 @@ const LIMIT = hasPrlimit ? 64 : START_LIMIT;
 
 function fdCount(pid: number): number {
   return fs.readdirSync(`/proc/${pid}/fd`).length;
+}
+
+/**
+ * Whether process `pid` holds the server side of the loopback connection whose client end is bound to
+ * `clientPort`: its socket inode from /proc/net/tcp among the process's descriptors. Counting
+ * descriptors cannot tell this apart from libuv's own EMFILE reserve descriptor closing and reopening.
+ */
+function holdsConnectionFrom(pid: number, serverPort: number, clientPort: number): boolean {
+  const hex = (n: number): string => n.toString(16).toUpperCase().padStart(4, '0');
+  const inodes = new Set<string>();
+  for (const line of fs.readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f[1]?.endsWith(`:${hex(serverPort)}`) === true && f[2]?.endsWith(`:${hex(clientPort)}`) === true && f[9] !== undefined) inodes.add(f[9]);
+  }
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (m?.[1] !== undefined && inodes.has(m[1])) return true;
+    } catch {
+      // closed while listing
+    }
+  }
+  return false;
 }
 
 type Attempt = { kind: 'ok'; tunnel: ConnectTunnel } | { kind: 'refused'; tunnel: ConnectTunnel } | { kind: 'dropped'; error: string };
@@ -134,15 +157,21 @@ describe.skipIf(process.platform !== 'linux')('EMFILE: out of file descriptors',
         }
         // Accept itself failed (libuv accepts and closes when out of descriptors): free one tunnel's two
         // descriptors, take one with an idle connection, so the next CONNECT is accepted but cannot dial.
+        // Each wait observes the very connection, not descriptor counts (libuv's reserve descriptor moves).
         const freed = tunnels.pop();
         if (freed === undefined) break;
-        const before = fdCount(pid);
+        const freedPort = freed.localPort ?? 0;
         freed.destroy();
-        await waitUntil(() => fdCount(pid) <= before - 2, { timeoutMs: 2000, label: 'Sluice closes the freed tunnel' });
+        await waitUntil(() => !holdsConnectionFrom(pid, port, freedPort), { timeoutMs: 2000, label: 'Sluice closes the freed tunnel' });
         const held = net.connect({ port, host: '127.0.0.1' });
         held.on('error', () => undefined);
         idle.push(held);
-        await waitUntil(() => fdCount(pid) >= before - 1, { timeoutMs: 2000, label: 'Sluice accepts the idle connection' });
+        let heldClosed = false;
+        held.once('close', () => (heldClosed = true));
+        await waitFor(held, 'connect', 2000);
+        const heldPort = held.localPort ?? 0;
+        // Accepted, or accepted and closed at once by libuv when still out of descriptors: the loop goes on either way.
+        await waitUntil(() => heldClosed || holdsConnectionFrom(pid, port, heldPort), { timeoutMs: 2000, label: 'Sluice accepts the idle connection' });
       }
       expect(child.exitCode, stderr).toBeNull();
       console.log(`[faults/emfile] limit ${LIMIT}, baseline ${baselineFds} fds, ${tunnels.length} tunnels open, attempts: ${outcomes.join(',')}`);
