@@ -12,22 +12,8 @@ import { checkAdminSection, resolveAdminTokenSha256, startAdminServer, startMetr
 import { createForwardAgent } from './relay/index.js';
 import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
-import {
-  AuthThrottle,
-  ConnectionGate,
-  DEDICATED_LISTENER_NAME,
-  DedicatedListeners,
-  GrantRegistry,
-  checkConfigGrants,
-  checkSocketGroups,
-  configTokens,
-  createControl,
-  startListeners,
-  stopListeners,
-  type BoundListener,
-  type HttpLimits,
-  type ProxyRuntime,
-} from './proxy/index.js';
+import { AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
+import { checkSocketGroups, startListeners, stopListeners, type BoundListener, type HttpLimits, type ProxyRuntime } from './proxy/index.js';
 
 export interface AppOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -209,7 +195,15 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
 
   const listeners = await startListeners(runtime, config.listeners, httpLimits(config));
   for (const l of listeners) self.add(l.address);
-  const dedicated = new DedicatedListeners(runtime, httpLimits(config), self);
+  const limits = httpLimits(config);
+  const dedicated = new DedicatedListeners<BoundListener>({
+    open: async (grantId, listen) => {
+      const [bound] = await startListeners(runtime, [{ name: DEDICATED_LISTENER_NAME, listen, grant: grantId, protocol: 'http' }], limits);
+      if (bound === undefined) throw new Error('listener did not start');
+      return bound;
+    },
+    stop: stopListeners,
+  }, self);
   for (const record of ledger.list()) {
     const listen = record.spec.listen;
     if (record.source === 'runtime' && record.revokedAt === null && listen !== undefined) {

@@ -7,7 +7,7 @@ import { literalAnswer, pin, type Resolver } from '../resolve/index.js';
 import type { RouteHop, RouteSelector } from '../route/index.js';
 import type { MetricsSink } from '../telemetry/index.js';
 import type { Hop } from './hop.js';
-import type { RuntimeGrant } from './grant-table.js';
+import type { RuntimeGrant } from '../grant/index.js';
 
 export interface DecideDeps {
   readonly resolver: Resolver;

@@ -2,7 +2,7 @@
 // shape never changes; the decision and close audit records are read off it.
 import type { CanonicalDestination, ClassifiedAddress, PinnedAddress, Principal, ReasonCode, RequestKind, Scheme } from '../core/index.js';
 import type { Route, RouteHop } from '../route/index.js';
-import type { RuntimeGrant } from './grant-table.js';
+import type { RuntimeGrant } from '../grant/index.js';
 
 export class Hop {
   scheme: Scheme | null = null;

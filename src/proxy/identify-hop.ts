@@ -7,7 +7,7 @@ import type { ConnectionContext } from './connection-context.js';
 import { checkGrantLive } from './decide.js';
 import type { Hop } from './hop.js';
 import type { ProxyRuntime } from './runtime.js';
-import type { RuntimeGrant } from './grant-table.js';
+import type { RuntimeGrant } from '../grant/index.js';
 
 export function identifyHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.IncomingMessage): RuntimeGrant | null {
   return identifyPresented(rt, ctx, hop, req.headers['proxy-authorization'], req.rawHeaders.length / 2);

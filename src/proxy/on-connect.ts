@@ -4,7 +4,7 @@ import type http from 'node:http';
 import type net from 'node:net';
 import { parseConnectTarget } from '../authority/index.js';
 import { Tunnel, type RelayLimits } from '../relay/index.js';
-import type { RuntimeGrant } from './grant-table.js';
+import type { RuntimeGrant } from '../grant/index.js';
 import { recordClose, recordDecision } from './audit-hop.js';
 import type { ConnectionContext } from './connection-context.js';
 import { decideDestination } from './decide.js';

@@ -4,8 +4,7 @@ import type { DialOptions, UpstreamOptions } from '../egress/index.js';
 import type { ForwardAgent, RelayLimits } from '../relay/index.js';
 import type { MetricsSink } from '../telemetry/index.js';
 import type { DecideDeps } from './decide.js';
-import type { GrantRegistry } from './grant-registry.js';
-import type { AuthThrottle, ConnectionGate } from './admission.js';
+import type { AuthThrottle, ConnectionGate, GrantRegistry } from '../grant/index.js';
 
 export interface ProxyRuntime extends DecideDeps {
   readonly registry: GrantRegistry;

@@ -24,13 +24,14 @@ const LAYERS: Readonly<Record<string, number>> = {
   relay: 2,
   audit: 2,
   telemetry: 2,
-  proxy: 3,
+  grant: 3,
   admin: 3,
-  app: 4,
-  cli: 4,
-  main: 5,
+  proxy: 4,
+  app: 5,
+  cli: 5,
+  main: 6,
   // The first process inside a `sluice run` sandbox: a process shell of its own, like main.ts.
-  'sandbox-init': 5,
+  'sandbox-init': 6,
 };
 
 /** The process shells: the only files that touch process; sandbox-init.ts also listens and connects. */

@@ -4,7 +4,7 @@
 // budget is counted and refused.
 import { describe, expect, it } from 'vitest';
 import { grantSpecSchema } from '../../../src/config/index.js';
-import { GrantRegistry } from '../../../src/proxy/index.js';
+import { GrantRegistry } from '../../../src/grant/index.js';
 import { SelfAddresses } from '../../../src/resolve/index.js';
 
 function registryWith(limits: Record<string, number>): { registry: GrantRegistry; install: (next: Record<string, number>) => void } {

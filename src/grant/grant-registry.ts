@@ -2,14 +2,25 @@
 // (start, issue, revoke, reload), enforces per-grant budgets when a connection attaches, and ends a
 // grant's live tunnels and keep-alive connections at once when it is revoked, expires or narrows,
 // touching no other grant (BRIEF scenario 5).
-import { deny, ok, type CloseReason, type Verdict } from '../core/index.js';
+import { deny, ok, type CanonicalDestination, type CloseReason, type PinnedAddress, type Verdict } from '../core/index.js';
 import type { ConfigIssue, GrantSpec } from '../config/index.js';
 import { TokenStore } from '../identity/index.js';
 import { authorize } from '../authority/index.js';
 import { checkAddress, type SelfAddresses } from '../resolve/index.js';
 import type { ForwardBudget } from '../relay/index.js';
-import type { ConnectionContext } from './connection-context.js';
 import { compileGrant, type RuntimeGrant } from './grant-table.js';
+
+/** A client connection as the registry sees it: proxy/'s GrantConnection. */
+export interface GrantConnection {
+  /** The grant this connection is attached to (set by attach). */
+  grantId: string | null;
+  /** The live tunnel's destination and dialed address, so a changed grant can be re-checked against it. */
+  readonly tunnelHop: { readonly canonical: CanonicalDestination | null; readonly dialed: PinnedAddress | null } | null;
+  readonly socket: { once(event: 'close', listener: () => void): unknown };
+  /** Ends the connection now, recording `reason` on its close record. */
+  end(reason: CloseReason): void;
+  limitDuration(ms: number): void;
+}
 
 export interface GrantInput {
   readonly id: string;
@@ -47,7 +58,7 @@ const MAX_TIMER_MS = 2_147_483_647;
 export class GrantRegistry {
   readonly grants = new Map<string, RuntimeGrant>();
   readonly tokens = new TokenStore();
-  private readonly live = new Map<string, Set<ConnectionContext>>();
+  private readonly live = new Map<string, Set<GrantConnection>>();
   private readonly usage = new Map<string, GrantUsage>();
   private readonly expiry = new Map<string, NodeJS.Timeout>();
 
@@ -110,7 +121,7 @@ export class GrantRegistry {
   }
 
   /** Called once a connection's principal is known; refuses it when the grant's budgets are spent. */
-  attach(ctx: ConnectionContext, grant: RuntimeGrant): Verdict<void> {
+  attach(ctx: GrantConnection, grant: RuntimeGrant): Verdict<void> {
     let set = this.live.get(grant.id);
     const usage = this.usageOf(grant.id);
     const { maxConcurrent, maxConnections, maxBytes } = grant.limits;
@@ -129,7 +140,7 @@ export class GrantRegistry {
     return ok(undefined);
   }
 
-  detach(ctx: ConnectionContext): void {
+  detach(ctx: GrantConnection): void {
     if (ctx.grantId === null) return;
     const set = this.live.get(ctx.grantId);
     set?.delete(ctx);

@@ -2,18 +2,28 @@
 // acts for that grant. Revoking the grant closes its listener and removes its socket file.
 import { isLoopbackTcpListen, isUnixListen, NON_LOOPBACK_DEDICATED_MESSAGE } from '../config/index.js';
 import type { SelfAddresses } from '../resolve/index.js';
-import type { ProxyRuntime } from './runtime.js';
-import { startListeners, stopListeners, type BoundListener, type HttpLimits } from './server.js';
+
+/** What a dedicated listener is to this module: its real address. */
+export interface GrantListener {
+  /** `host:port` with the real port, or `unix:/path`. */
+  readonly address: string;
+}
+
+/** Opens and stops the listeners themselves: proxy/ serves them, app.ts wires this port. */
+export interface ListenerPort<L extends GrantListener> {
+  /** Starts a listener on `listen` every connection of which acts for `grantId`. */
+  open(grantId: string, listen: string): Promise<L>;
+  stop(listeners: readonly L[], drainMs: number): Promise<void>;
+}
 
 /** One label for all of them: audit and metrics name the principal, never an unbounded listener name. */
 export const DEDICATED_LISTENER_NAME = 'dedicated';
 
-export class DedicatedListeners {
-  private readonly byGrant = new Map<string, BoundListener>();
+export class DedicatedListeners<L extends GrantListener = GrantListener> {
+  private readonly byGrant = new Map<string, L>();
 
   constructor(
-    private readonly rt: ProxyRuntime,
-    private readonly limits: HttpLimits,
+    private readonly port: ListenerPort<L>,
     private readonly self: SelfAddresses,
   ) {}
 
@@ -26,8 +36,7 @@ export class DedicatedListeners {
     // The admin API refuses such an address already; a ledger written before that check may hold one.
     if (!isUnixListen(listen) && !isLoopbackTcpListen(listen)) throw new Error(`${listen}: ${NON_LOOPBACK_DEDICATED_MESSAGE}`);
     await this.close(grantId);
-    const [bound] = await startListeners(this.rt, [{ name: DEDICATED_LISTENER_NAME, listen, grant: grantId, protocol: 'http' }], this.limits);
-    if (bound === undefined) throw new Error('listener did not start');
+    const bound = await this.port.open(grantId, listen);
     this.byGrant.set(grantId, bound);
     this.self.add(bound.address);
     return bound.address;
@@ -41,16 +50,16 @@ export class DedicatedListeners {
     const bound = this.byGrant.get(grantId);
     if (bound === undefined) return;
     this.byGrant.delete(grantId);
-    await stopListeners([bound], 0);
+    await this.port.stop([bound], 0);
   }
 
   async closeAll(drainMs: number): Promise<void> {
     const all = [...this.byGrant.values()];
     this.byGrant.clear();
-    await stopListeners(all, drainMs);
+    await this.port.stop(all, drainMs);
   }
 
-  all(): BoundListener[] {
+  all(): L[] {
     return [...this.byGrant.values()];
   }
 }

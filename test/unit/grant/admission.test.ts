@@ -3,7 +3,7 @@
 // bounded memory that fails closed. Token clients on one host share 127.0.0.1, so a guesser must lock
 // out only the grant id it presents, never another principal presenting a valid token.
 import { describe, expect, it } from 'vitest';
-import { AuthThrottle } from '../../../src/proxy/admission.js';
+import { AuthThrottle } from '../../../src/grant/admission.js';
 
 const basic = (user: string, token = 'guess'): string => `Basic ${Buffer.from(`${user}:${token}`).toString('base64')}`;
 const LOOPBACK = '127.0.0.1';
