@@ -1,4 +1,4 @@
-// Enforces the layering rule of STYLE §2 / docs/architecture.md by scanning the import specifiers of
+// Enforces the layering rule of docs/architecture.md by scanning the import specifiers of
 // src/**/*.ts with a regex (type-only imports and re-exports included). No dependency, no TS compiler:
 // 1. a file imports its own module, or the index.ts of a module in a strictly lower layer;
 // 2. modules in the same layer never import each other;
@@ -8,31 +8,10 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { LAYERS } from './layers.js';
 import { ROOT, codeSpan, readDoc, readTables } from './markdown.js';
 
 const SRC = path.join(ROOT, 'src');
-
-const LAYERS: Readonly<Record<string, number>> = {
-  core: 0,
-  config: 1,
-  identity: 2,
-  authority: 2,
-  ledger: 2,
-  resolve: 2,
-  route: 2,
-  egress: 2,
-  relay: 2,
-  audit: 2,
-  telemetry: 2,
-  grant: 3,
-  admin: 3,
-  proxy: 4,
-  app: 5,
-  cli: 5,
-  main: 6,
-  // The first process inside a `sluice run` sandbox: a process shell of its own, like main.ts.
-  'sandbox-init': 6,
-};
 
 /** The process shells: the only files that touch process; sandbox-init.ts also listens and connects. */
 const SHELLS = ['main.ts', 'sandbox-init.ts'];
@@ -126,7 +105,7 @@ function relativeViolation(edge: Edge): string | null {
   return null;
 }
 
-describe('layering (STYLE §2)', () => {
+describe('layering (docs/architecture.md)', () => {
   it('scans the sources', () => {
     expect(files.length).toBeGreaterThan(10);
     expect(edges.length).toBeGreaterThan(20);

@@ -1,0 +1,25 @@
+// The layer of each module under src/ (a folder, or a single file at src/'s root such as app.ts), one
+// table for the tests that need it: layers.test.ts enforces imports against it, and
+// architecture-doc.test.ts checks the module table of docs/architecture.md against it.
+
+export const LAYERS: Readonly<Record<string, number>> = {
+  core: 0,
+  config: 1,
+  identity: 2,
+  authority: 2,
+  ledger: 2,
+  resolve: 2,
+  route: 2,
+  egress: 2,
+  relay: 2,
+  audit: 2,
+  telemetry: 2,
+  grant: 3,
+  admin: 3,
+  proxy: 4,
+  app: 5,
+  cli: 5,
+  main: 6,
+  // The first process inside a `sluice run` sandbox: a process shell of its own, like main.ts.
+  'sandbox-init': 6,
+};
