@@ -113,11 +113,10 @@ describe('startBridge', () => {
   it('gives each client connection its own grant-socket connection: no bytes cross between them', async () => {
     const grant = await grantServer();
     const b = await bridge();
-    const clients = [connect(b), connect(b), connect(b)];
-    const payloads = clients.map((_, i) => Buffer.from(`client ${i} `.repeat(10_000)));
+    const payloads = [0, 1, 2].map((i) => Buffer.from(`client ${i} `.repeat(10_000)));
     const upstreams: net.Socket[] = [];
     grant.server.on('connection', (s) => upstreams.push(track(s)));
-    clients.forEach((c, i) => c.end(payloads[i]));
+    const clients = payloads.map((payload) => connect(b).end(payload));
     await waitUntil(() => upstreams.length === 3, { timeoutMs: TIMEOUT_MS, label: 'three grant-socket connections' });
     const received = await Promise.all(upstreams.map(readAll));
     expect(received.map((r) => r.toString()).sort()).toEqual(payloads.map((p) => p.toString()).sort());

@@ -66,7 +66,7 @@ async function captureHello(options: tls.ConnectionOptions): Promise<Buffer> {
   return buffer;
 }
 
-const check = (socket: net.Socket, to: string, timeoutMs = TIMEOUT_MS, first = Buffer.alloc(0)): Promise<SniCheck> =>
+const check = (socket: net.Socket, to: string, timeoutMs = TIMEOUT_MS, first: Buffer = Buffer.alloc(0)): Promise<SniCheck> =>
   withTimeout(checkSni(socket, first, dest(to), timeoutMs), TIMEOUT_MS * 2, `checkSni for ${to}`);
 
 describe('checkSni: the server name must be the authorized host', () => {
