@@ -1,7 +1,8 @@
 // The identify stage of a hop: who the request acts for, fixed once per connection (authority never
-// bleeds between principals, principle A5 in docs/principles.md). What a hostile client tries: another grant's token on a connection
-// already identified, guessing tokens past the auth throttle (CWE-307), a header-count flood, a token of
-// a revoked, expired or vanished grant, and a connection past its grant's budgets. Everything here is the
+// bleeds between principals, principle A5 in docs/principles.md). What a hostile client tries: another
+// grant's token on a connection already identified, guessing tokens past the auth throttle (CWE-307), a
+// header-count flood, a token of a revoked, expired or vanished grant, and a connection past its grant's
+// budgets. Everything here is the
 // real thing (GrantRegistry, AuthThrottle, TokenStore, ConnectionContext, Hop) except the parts of
 // ProxyRuntime the stage never reads.
 import http from 'node:http';
