@@ -2,9 +2,8 @@
 // bleeds between principals, principle A5 in docs/principles.md). What a hostile client tries: another
 // grant's token on a connection already identified, guessing tokens past the auth throttle (CWE-307), a
 // header-count flood, a token of a revoked, expired or vanished grant, and a connection past its grant's
-// budgets. Everything here is the
-// real thing (GrantRegistry, AuthThrottle, TokenStore, ConnectionContext, Hop) except the parts of
-// ProxyRuntime the stage never reads.
+// budgets. Everything here is the real thing (GrantRegistry, AuthThrottle, TokenStore, ConnectionContext,
+// Hop) except the parts of ProxyRuntime the stage never reads.
 import http from 'node:http';
 import net from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
