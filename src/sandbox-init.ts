@@ -17,8 +17,8 @@ function fail(message: string): never {
 }
 
 /**
- * Fail closed if what started us did not confine us (seed A9: never label ambient execution as
- * sandboxed): only loopback, no capabilities, no_new_privs and a seccomp filter.
+ * Fail closed if what started us did not confine us (principle A9 in docs/principles.md: never label
+ * ambient execution as sandboxed): only loopback, no capabilities, no_new_privs and a seccomp filter.
  */
 function confinementGap(): string | null {
   const interfaces = Object.keys(os.networkInterfaces()).filter((name) => name !== 'lo');

@@ -1,5 +1,6 @@
 // The admin section's checks that need the host (the socket's directory, the token variable): run by
-// buildRuntime, so `check-config` and `start` refuse the same configs with the same key paths (finding 10).
+// buildRuntime, so `check-config` and `start` refuse the same configs with the same key paths
+// (review 2026-12 finding 10).
 import type { AdminSection, ConfigIssue } from '../config/index.js';
 import { resolveAdminTokenSha256 } from './auth.js';
 import { inspectAdminSocketDir } from './socket-dir.js';

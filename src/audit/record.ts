@@ -1,6 +1,6 @@
 // AuditRecordV1: the fixed shape of the two audit records, one per decision and one per close. Field
 // names are declared once here and documented in docs/audit-log.md (checked by a test). Records never
-// hold tokens, credentials, query strings or header values (seed A8).
+// hold tokens, credentials, query strings or header values (principle A8 in docs/principles.md).
 import type { AddressClass, CloseReason, ReasonCode, RequestKind, Scheme } from '../core/index.js';
 
 export interface AuditAddress {
@@ -43,7 +43,10 @@ export interface DecisionRecordV1 {
   /** The upstream proxy that carried the hop (`http://corp:8080`), or null for direct. */
   readonly upstream: string | null;
   readonly attested: boolean | null;
-  /** The route passes through a proxy declared `inspectsTls`: it can observe credentials (seed A2). */
+  /**
+   * The route passes through a proxy declared `inspectsTls`: it can observe credentials (principle A2 in
+   * docs/principles.md).
+   */
   readonly credentialObserving: boolean | null;
   readonly timings: AuditTimings;
 }

@@ -3,7 +3,10 @@
 import { deny, ok, type CanonicalDestination, type RequestKind, type Verdict } from '../core/index.js';
 import { parseDestinationRule, type DestinationRule } from './destination-rule.js';
 
-/** CONNECT is authorized by https, wss or tcp rules; absolute-form requests by http or ws rules (BRIEF). */
+/**
+ * CONNECT is authorized by https, wss or tcp rules; absolute-form requests by http or ws rules
+ * (docs/pipeline.md).
+ */
 const KIND_OF_SCHEME = { https: 'connect', wss: 'connect', tcp: 'connect', http: 'forward', ws: 'forward' } as const;
 
 export interface AuthoritySet {

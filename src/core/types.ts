@@ -7,7 +7,7 @@ export const SCHEMES: readonly Scheme[] = ['http', 'https', 'ws', 'wss', 'tcp'];
 
 export type HostKind = 'name' | 'ipv4' | 'ipv6';
 
-/** The only form of a destination that policy sees (see docs/glossary). `key` is `host:port` with IPv6 bracketed. */
+/** The only form of a destination that policy sees (see docs/glossary.md). `key` is `host:port` with IPv6 bracketed. */
 export type CanonicalDestination = {
   readonly host: string;
   readonly hostKind: HostKind;
@@ -73,7 +73,7 @@ export interface UpstreamProxy {
   readonly authorization: string | null;
   /** Extra trusted roots (the enterprise CA) in addition to the system roots, PEM. */
   readonly ca: string | null;
-  /** The proxy inspects TLS: it is a credential-observing route (seed A2). */
+  /** The proxy inspects TLS: it is a credential-observing route (principle A2 in docs/principles.md). */
   readonly inspectsTls: boolean;
   /** Send the checked IP literal upstream instead of the name, so the pin survives the hop. */
   readonly sendResolvedAddress: boolean;

@@ -1,7 +1,8 @@
 // Opens a tunnel through an upstream HTTP or HTTPS proxy: connect to the proxy (TLS verified against the
 // system roots plus the enterprise CA), send CONNECT for the target with this proxy's own credentials,
 // and read the answer. A 407 ends the hop with upstream_auth_required: Sluice never retries without
-// the proxy or goes DIRECT instead (seed A2: silently bypassing the proxy is forbidden).
+// the proxy or goes DIRECT instead (principle A2 in docs/principles.md: silently
+// bypassing the proxy is forbidden).
 import net from 'node:net';
 import tls from 'node:tls';
 import { deny, ok, SOCKET_HIGH_WATER_MARK, type ReasonCode, type UpstreamProxy, type Verdict } from '../core/index.js';

@@ -39,7 +39,8 @@ function principalFromToken(tokens: TokenStore, presented: PresentedToken): stri
 
 /**
  * Identifies the principal of one request. On a dedicated listener the listener decides; a token for
- * another grant presented there is refused, so authority never bleeds between principals (BRIEF).
+ * another grant presented there is refused, so authority never bleeds between principals
+ * (docs/scenarios.md scenario 4).
  * That refusal, token_grant_mismatch, is audit-only: the client is answered token_invalid, and both
  * cases did the same hashing and constant-time compare, so a caller cannot learn that a token is live
  * for some other grant (review 2026-12 finding 13).

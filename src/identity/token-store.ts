@@ -1,5 +1,6 @@
 // Grant tokens as the proxy holds them: only their SHA-256, compared in constant time. The token itself
-// is never stored, logged or echoed (seed A8: a routing intermediary never persists or logs a token).
+// is never stored, logged or echoed (principle A8 in docs/principles.md:
+// a routing intermediary never persists or logs a token).
 import { hash, timingSafeEqual } from 'node:crypto';
 
 export function sha256(text: string): Buffer {

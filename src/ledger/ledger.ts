@@ -1,7 +1,8 @@
 // The ledger: every grant over time. Config grants and run-time grants (issued through the admin API,
 // token shown once, only its SHA-256 kept), revocations that never come back, generations, expiry.
 // Run-time grants and all revocations persist in the state dir, so a restart (even after kill -9)
-// neither loses nor resurrects a grant (seed A5; network-and-tool-policy "Verify").
+// neither loses nor resurrects a grant (principle A5 in docs/principles.md;
+// docs/decisions/0008-ledger-persistence.md).
 import { createHash, randomBytes } from 'node:crypto';
 import { ProxyError } from '../core/index.js';
 import type { GrantSection, GrantSpec } from '../config/index.js';

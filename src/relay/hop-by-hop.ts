@@ -1,6 +1,7 @@
 // Strips hop-by-hop fields (RFC 9110 §7.6.1) and proxy credentials from a header list before it crosses
 // Sluice: Connection and every field it names, Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding,
-// Upgrade. Proxy-Authorization never reaches an origin (seed A8; http-proxy's leak, BRIEF "Packages").
+// Upgrade. Proxy-Authorization never reaches an origin (principle A8 in docs/principles.md;
+// http-proxy's leak, docs/decisions/0005-no-http-proxy.md).
 
 const ALWAYS = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate',

@@ -1,7 +1,8 @@
 // A grant's address policy, compiled once: which classes and CIDRs beyond public it may reach.
-// unspecified, multicast and self are refused whatever the grant says (BRIEF: Sluice never connects to
-// its own listeners, admin socket or metrics port). `host` (the machine's own interface addresses) is
-// reached only by a grant that names it: neither a range class nor a CIDR admits it.
+// unspecified, multicast and self are refused whatever the grant says (docs/threat-model.md: Sluice
+// never connects to its own listeners, admin socket or metrics port). `host` (the machine's own
+// interface addresses) is reached only by a grant that names it: neither a range class nor a CIDR
+// admits it.
 import net from 'node:net';
 import { GRANTABLE_CLASSES, type AddressClass, type ClassifiedAddress, type ResolvedAddress } from '../core/index.js';
 import { classifyAddress } from './address-class.js';

@@ -1,7 +1,8 @@
 // Chooses how an authorized destination is reached: direct, a configured upstream proxy, the system
-// proxy variables, or a PAC decision. The principal never influences this (seed A2: the host network is
-// a route, not a grant; A6: authorization precedes routing). DIRECT appears in a route only when the
-// mode or the PAC answer says so; nothing here ever falls back to it.
+// proxy variables, or a PAC decision. The principal never influences this (principle A2 in
+// docs/principles.md: the host network is a route, not a grant; principle A6: authorization precedes
+// routing). DIRECT appears in a route only when the mode or the PAC answer says so; nothing here ever
+// falls back to it.
 import { deny, ok, type CanonicalDestination, type RequestKind, type Scheme, type UpstreamProxy, type Verdict } from '../core/index.js';
 import { parsePacAnswer } from './pac-answer.js';
 import type { PacSource } from './pac-source.js';

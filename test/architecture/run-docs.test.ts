@@ -1,5 +1,6 @@
 // Checks docs/sluice-run.md against the CLI in both directions: every option `sluice run --help` lists
-// is in the options table, and the table names no option the CLI lacks (STYLE §1: docs checked by tests).
+// is in the options table, and the table names no option the CLI lacks (CONTRIBUTING.md,
+// "Docs checked by tests").
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';

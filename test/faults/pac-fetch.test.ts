@@ -1,5 +1,5 @@
-// Fault: the PAC URL fails (issue #5, item 3; BRIEF "keep the last good PAC on refresh failure; no PAC
-// at all is an error"). A PAC server that answers 500 or never answers leaves Sluice up, with every PAC
+// Fault: the PAC URL fails (issue #5, item 3; docs/routes.md: keep the last good PAC when a
+// refresh fails; no PAC at all is an error). A PAC server that answers 500 or never answers leaves Sluice up, with every PAC
 // hop refused as pac_unavailable 502 (never DIRECT); a refresh that fails keeps the last good script.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startPacServer, type PacServer } from '../support/fault-servers.js';

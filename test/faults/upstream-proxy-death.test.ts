@@ -1,5 +1,5 @@
-// Fault: the upstream proxy dies mid-tunnel (issue #5, item 3; BRIEF "Routes and transport trust"). The
-// live tunnel through it ends with a recorded close reason, a new hop fails closed with
+// Fault: the upstream proxy dies mid-tunnel (issue #5, item 3; docs/routes.md). The live tunnel
+// through it ends with a recorded close reason, a new hop fails closed with
 // upstream_unreachable (never DIRECT instead), and the process keeps serving. Run against a tiny fixture
 // CONNECT proxy (killed with RST) and against a real Squid (stopped), when Squid is installed.
 import type net from 'node:net';

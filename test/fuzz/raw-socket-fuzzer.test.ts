@@ -2,8 +2,8 @@
 // absolute-form heads (byte flips; CR, LF, NUL, space, colon and high bytes; truncation; duplicated and
 // giant lines; random methods and versions) go over fresh sockets for a bounded time. The proxy must stay
 // up (control requests keep working), every response must be well-formed HTTP/1.1, every response Sluice
-// writes must carry Proxy-Status with a known reason code whose status it uses (RFC 9209; BRIEF
-// "Client-facing contract"), no 5xx other than 502/504, and no response may echo Proxy-Authorization or
+// writes must carry Proxy-Status with a known reason code whose status it uses (RFC 9209;
+// docs/reason-codes.md), no 5xx other than 502/504, and no response may echo Proxy-Authorization or
 // the token. The seed is printed; rerun one with SLUICE_FUZZ_SEED=<seed>.
 import http from 'node:http';
 import net from 'node:net';

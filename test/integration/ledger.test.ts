@@ -1,6 +1,7 @@
 // Grants over time with real sockets: run-time grants (token shown once), revocation and generation
 // revocation acting on live tunnels within 100 ms while other grants keep working, expiry, budgets,
-// dedicated listeners on demand, and config reload (seed A5, A7; BRIEF scenarios 4-6).
+// dedicated listeners on demand, and config reload (principles A5, A7 in docs/principles.md;
+// docs/scenarios.md scenarios 4-6).
 import { afterEach, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';

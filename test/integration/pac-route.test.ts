@@ -1,7 +1,7 @@
 // PAC routes with a real PAC file and a real Squid: per-destination PROXY vs DIRECT decisions, proven
 // by where the bytes went (Squid's access log, origin connection counts); failover in order; DIRECT
 // only when the PAC lists it; hostile PACs (endless loop, memory bomb) fail fast with pac_failed while
-// other traffic keeps flowing (BRIEF "Routes and transport trust"; seed A2).
+// other traffic keeps flowing (docs/routes.md; principle A2 in docs/principles.md).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';

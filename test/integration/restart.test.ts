@@ -1,6 +1,6 @@
 // The control plane end to end with real processes: `sluice start` with an admin socket, grants
 // issued and revoked with `sluice grant` and with curl over the admin socket, then `kill -9` and a
-// restart: a revoked token stays refused and a live grant still works (BRIEF: the ledger is persisted so
+// restart: a revoked token stays refused and a live grant still works (docs/decisions/0008-ledger-persistence.md:
 // a restart neither loses nor resurrects a grant). No token appears in any log line or state file.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';

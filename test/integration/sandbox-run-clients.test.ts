@@ -1,6 +1,6 @@
 // Real clients inside `sluice run` reach an allowed origin through the in-sandbox bridge with nothing
-// but the proxy variables sluice run sets (issue 12: confinement must not break the clients the brief
-// names): curl over HTTPS (CONNECT, CA from a --read file), git clone and ls-remote over smart HTTP,
+// but the proxy variables sluice run sets (issue 12: confinement must not break the clients
+// docs/clients.md names): curl over HTTPS (CONNECT, CA from a --read file), git clone and ls-remote over smart HTTP,
 // /usr/bin/python3 urllib over HTTPS, and a Node program using undici's EnvHttpProxyAgent. Node 20's
 // global fetch ignores the proxy variables, so a real Node user runs their project (with undici in its
 // node_modules) from the project directory: here a project whose node_modules links to this

@@ -1,8 +1,8 @@
 // `sluice run --destination URL --admin unix:…`: the run issues its own grant through the admin API
 // (with a dedicated Unix socket and a generation label), the command reaches URL through it, and the
 // grant is revoked when the command ends however it ends: a normal exit, the command SIGKILLing
-// itself, or SIGTERM/SIGINT sent to `sluice run` (issue 12; seed A5: authority does not outlive the
-// run). Checked black-box over the admin socket: GET /v1/grants lists no live grant of the run after.
+// itself, or SIGTERM/SIGINT sent to `sluice run` (issue 12; principle A5 in docs/principles.md:
+// authority does not outlive the run). Checked black-box over the admin socket: GET /v1/grants lists no live grant of the run after.
 // The command prints READY and then waits, bounded, for a file the test creates, so that the grant is
 // observed while it runs without sleeping blindly.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,8 +1,8 @@
 // A sandbox whose only network path is Sluice: `sluice run` starts real curl under bubblewrap, in a
 // network namespace with only loopback, where the in-sandbox bridge relays the proxy port to a grant's
 // Unix socket. Allowed HTTPS is reached, a denied name gets 403, and a direct connection that ignores
-// the proxy fails because the namespace has no route out (seed A4, A9: fail closed when confinement is
-// missing). The escape attempts are in test/security/sandbox-escape*.test.ts.
+// the proxy fails because the namespace has no route out (principles A4, A9 in docs/principles.md: fail
+// closed when confinement is missing). The escape attempts are in test/security/sandbox-escape*.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';

@@ -1,7 +1,8 @@
 // Chaining under a real corporate proxy (Squid 5, Basic auth via basic_ncsa_auth): tunnels and plain
 // HTTP travel through it with the canonical host name, the decision is recorded as unattested, and a
 // route Sluice cannot honour (407, dead proxy, untrusted TLS) fails closed with no direct attempt
-// (seed A2, A6; BRIEF scenario 7). In CI Squid is installed by .ci/run, so these never skip there.
+// (principles A2, A6 in docs/principles.md; docs/scenarios.md scenario 7). In CI Squid is installed by
+// .ci/run, so these never skip there.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';

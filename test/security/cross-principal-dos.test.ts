@@ -130,7 +130,7 @@ describe('finding 7: one principal cannot take every DNS lookup slot (LookupAll 
   });
 });
 
-describe('finding 7 through a real UDP DNS server that never answers *.slow.test (rt4-dns-dos.yaml)', () => {
+describe('finding 7 through a real UDP DNS server that never answers *.slow.test (the review’s flood)', () => {
   let echo: EchoServer;
   let dns: DnsFixture;
   let sluice: Awaited<ReturnType<typeof startWithRealDns>>;

@@ -1,6 +1,7 @@
 // Threat: DNS rebinding (a name that answers an allowed address when checked and a forbidden one when
 // dialed, TTL 0). Sluice resolves once per hop, checks, and dials exactly the checked address: the
-// pinned address is the dialed address (BRIEF scenario 3; smokescreen's TOCTOU fix).
+// pinned address is the dialed address (docs/scenarios.md scenario 3; smokescreen's
+// TOCTOU fix).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import net from 'node:net';
 import { startHttpOrigin, type Origin } from '../support/origins.js';

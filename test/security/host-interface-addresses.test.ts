@@ -7,7 +7,7 @@
 // os.networkInterfaces() is now class `host` on every port (loopback stays `loopback`; a private
 // interface address is `host` too, so a grant naming `private` does not reach it), refused unless the
 // grant names `host`. Proved twice: in a network namespace this test creates, with those addresses on
-// `lo` and a real `sluice start`, as the review did (rt5-host-iface.sh); and in-process, with the
+// `lo` and a real `sluice start`, as the review did (docs/reviews/security-2026-12.md); and in-process, with the
 // interface list injected through the composition root.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, spawnSync } from 'node:child_process';

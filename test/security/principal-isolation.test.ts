@@ -1,5 +1,5 @@
-// Threat: authority bleeding between principals (seed A5; BRIEF scenario 4). Two principals with
-// different grants, used at the same time, reach only their own destinations; a token presented on
+// Threat: authority bleeding between principals (principle A5 in docs/principles.md; docs/scenarios.md
+// scenario 4). Two principals with different grants, used at the same time, reach only their own destinations; a token presented on
 // another grant's dedicated socket is refused; a connection cannot switch principal mid-stream.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';

@@ -146,7 +146,7 @@ describe('Sluice never connects to itself', () => {
   });
 });
 
-// Mutation review 2026-12 (self-addresses.ts ids 1141–1159): with every listener on 127.0.0.1 the
+// Mutation review 2026-12 (docs/reviews/mutation-2026-12.md; self-addresses.ts ids 1141–1159): with every listener on 127.0.0.1 the
 // wildcard branch was never exercised, so a mutant that made only the literal `0.0.0.0 <port>` self
 // survived the whole suite. A listener on 0.0.0.0 accepts on every IPv4 address of the host: 127.0.0.1,
 // 127.1 and the host's interface addresses must all be self on its port.

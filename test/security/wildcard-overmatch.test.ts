@@ -1,7 +1,7 @@
 // Threat: wildcard over-match. A grant for `*.a.test` is meant to cover the subdomains of a.test; a
 // sandbox asks for a.test.evil.test (a suffix test without a label boundary, or a prefix test), xa.test
 // (a suffix test on the string instead of on labels: CWE-697, the classic `endsWith("a.test")` bug), or
-// a.test itself (the BRIEF: `*.example.com` means subdomains only). Matching is done on the canonical
+// a.test itself (docs/glossary.md: `*.example.com` means subdomains only). Matching is done on the canonical
 // destination, label by label (RFC 1034 §3.1 domain names; compare RFC 6125 §6.4.3 for certificates),
 // end to end through the proxy for CONNECT and absolute-form. A refused name is never resolved and the
 // origin sees no connection.

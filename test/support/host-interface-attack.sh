@@ -1,5 +1,5 @@
 #!/bin/sh
-# Security review 2026-12, finding 8 (rt5-host-iface.sh), run inside a network namespace the test
+# Security review 2026-12, finding 8 (docs/reviews/security-2026-12.md), run inside a network namespace the test
 # created (`unshare -n`): the host's public IPv4, global IPv6 and a private address sit on `lo`, a
 # service listens on [::]:$SERVICE_PORT (every address of the host), and a real
 # `sluice start --config $DIR/sluice.yaml` listens on 127.0.0.1:$PROXY_PORT. Each attempt prints one

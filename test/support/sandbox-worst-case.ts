@@ -320,7 +320,7 @@ export async function startWorstCase(): Promise<WorstCase> {
   const dns = await startUdpRecorder();
   const abstractName = `sluice-escape-${process.pid}-${Math.random().toString(36).slice(2)}`;
   const abstract = await startAbstractServer(abstractName);
-  // The review's rt1-sluice.yaml, as a user writes it in DIR: every path relative to DIR, where
+  // The review's config for findings 1-4 (docs/reviews/security-2026-12.md), as a user writes it in DIR: every path relative to DIR, where
   // `sluice start` runs; test names resolved by dns.hosts.
   const config = {
     listeners: [

@@ -1,5 +1,6 @@
 // Specifies destination rules (`scheme://host-pattern[:port]`) and authorize(): which canonical
-// destinations a grant's authority set admits for CONNECT and absolute-form hops (BRIEF, seed A5/A6).
+// destinations a grant's authority set admits for CONNECT and absolute-form hops (docs/pipeline.md;
+// principles A5, A6 in docs/principles.md).
 import { describe, expect, it } from 'vitest';
 import { authorize, compileAuthoritySet, type AuthoritySet } from '../../../src/authority/authority-set.js';
 import { canonicalize } from '../../../src/authority/canonical-destination.js';
@@ -100,7 +101,7 @@ describe('authorize: host patterns', () => {
   });
 });
 
-describe('authorize: request kinds (BRIEF: CONNECT by https/wss/tcp, absolute-form by http/ws)', () => {
+describe('authorize: request kinds (docs/pipeline.md: CONNECT by https/wss/tcp, absolute-form by http/ws)', () => {
   const set = compile(['https://s.test', 'wss://w.test', 'tcp://t.test:22', 'http://h.test', 'ws://p.test']);
 
   it.each([

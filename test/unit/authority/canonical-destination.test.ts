@@ -136,7 +136,7 @@ describe('parseAbsoluteTarget (RFC 9112 §3.2.2 absolute-form)', () => {
   });
 
   it.each([
-    ['https://a.test/', 'scheme_forbidden'], // https must be tunneled with CONNECT (BRIEF)
+    ['https://a.test/', 'scheme_forbidden'], // https must be tunneled with CONNECT (docs/pipeline.md)
     ['wss://a.test/', 'scheme_forbidden'],
     ['ftp://a/', 'scheme_forbidden'],
     ['http://u:p@a.test/', 'destination_malformed'], // userinfo would be a second, ambiguous identity

@@ -1,6 +1,7 @@
 // Specifies how a connection's principal is identified: from a grant token in Proxy-Authorization
 // (RFC 9110 §11.7.1; Basic per RFC 7617 with grant id as user and token as password; Bearer per RFC 6750),
-// or from a dedicated listener, where another grant's token is refused so authority never bleeds (BRIEF).
+// or from a dedicated listener, where another grant's token is refused so authority never bleeds
+// (docs/scenarios.md scenario 4).
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { identify, parseProxyAuthorization, type ListenerIdentity } from '../../../src/identity/identify.js';

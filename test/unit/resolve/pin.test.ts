@@ -1,6 +1,6 @@
 // Specifies pinning: every resolved address is checked against the grant's address policy, forbidden ones
 // are dropped before any dial, and only checked addresses are pinned, in answer order (DNS rebinding
-// defence; BRIEF "pin once, dial the pin"). Addresses here are classification input only; nothing dials.
+// defence; docs/decisions/0001-pin-before-dial.md). Addresses here are classification input only; nothing dials.
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../../src/authority/canonical-destination.js';
 import type { CanonicalDestination, ResolvedAddress } from '../../../src/core/types.js';
@@ -49,7 +49,7 @@ describe('checkAddress: what a grant may reach', () => {
   });
 
   // unspecified (Linux dials 0.0.0.0 as loopback), multicast/broadcast and Sluice's own listeners are
-  // refused whatever the grant says (BRIEF).
+  // refused whatever the grant says (docs/threat-model.md).
   it.each([
     ['0.0.0.0', 443, 'unspecified'],
     ['0.1.2.3', 443, 'unspecified'],
