@@ -1,7 +1,7 @@
 // The closed table of decision reason codes: each code's HTTP status and human message, declared once.
 // Codes are never renamed or reused; docs/reason-codes.md is checked against this table by a test.
 
-export type ReasonStatus = 200 | 400 | 403 | 407 | 408 | 417 | 429 | 502 | 504;
+export type ReasonStatus = 200 | 400 | 403 | 407 | 408 | 417 | 429 | 500 | 502 | 504;
 type ReasonSpec = { readonly status: ReasonStatus; readonly message: string };
 
 export const Reasons = {
@@ -54,6 +54,7 @@ export const Reasons = {
   origin_timeout: { status: 504, message: 'the origin did not answer in time' },
   client_gone: { status: 400, message: 'the client closed the connection before the hop completed' },
   upgrade_unsupported: { status: 400, message: 'protocol upgrades in absolute form are not supported; use CONNECT' },
+  internal_error: { status: 500, message: 'Sluice failed while handling the request; the connection was closed' },
 } as const satisfies Record<string, ReasonSpec>;
 
 export type ReasonCode = keyof typeof Reasons;
@@ -92,6 +93,7 @@ export const CloseReasons = {
   grant_changed: 'a reload changed the grant so that it no longer allows this connection',
   byte_limit: 'the grant passed its maxBytes budget',
   duration_limit: 'the connection passed the grant’s maxDurationMs',
+  relay_failed: 'Sluice failed while relaying; the connection was closed',
 } as const satisfies Record<string, string>;
 
 export type CloseReason = keyof typeof CloseReasons;

@@ -19,9 +19,9 @@ function fail<T>(status: 400 | 404 | 409 | 500 | 503, reason: string, issues: re
   return { ok: false, status, reason, issues };
 }
 
-export function toGrantView(record: GrantRecord, registry: GrantRegistry, listen: string | null): GrantView {
+/** `usage` is what the grant used; by default read now (forget passes what it read before dropping it). */
+export function toGrantView(record: GrantRecord, registry: GrantRegistry, listen: string | null, usage = registry.usageView(record.id), active = registry.activeConnections(record.id)): GrantView {
   const spec = record.spec;
-  const usage = registry.usageOf(record.id);
   const expires = spec.limits.expiresAt;
   const limits: Record<string, number | string> = {};
   for (const [key, value] of Object.entries(spec.limits)) if (value !== undefined) limits[key] = value instanceof Date ? value.toISOString() : value;
@@ -39,7 +39,7 @@ export function toGrantView(record: GrantRecord, registry: GrantRegistry, listen
     expiresAt: expires === undefined ? null : expires instanceof Date ? expires.toISOString() : expires,
     revokedAt: record.revokedAt,
     listen,
-    usage: { activeConnections: registry.activeConnections(record.id), connections: usage.connections, bytes: usage.bytes },
+    usage: { activeConnections: active, connections: usage.connections, bytes: usage.bytes },
   };
 }
 
@@ -84,10 +84,14 @@ export function createControl(deps: ControlDeps): ProxyControl {
     const record = ledger.get(id);
     if (record === undefined) return fail(404, 'grant_not_found');
     if (record.source !== 'runtime') return fail(409, 'grant_from_config', [{ path: 'id', message: `${id} comes from the config file: revoke it (DELETE); forgetting it would let the file bring it back` }]);
+    // Read before the registry drops the grant's usage, so the answer reports what the grant used.
+    const used = { ...registry.usageView(id) };
+    const active = registry.activeConnections(id);
+    const listen = dedicated.addressOf(id) ?? record.spec.listen ?? null;
     const ended = registry.forget(id);
     const forgotten = await ledger.forget(id);
     await dedicated.close(id);
-    return { ok: true, value: { grant: view(forgotten ?? record), endedConnections: ended } };
+    return { ok: true, value: { grant: toGrantView(forgotten ?? record, registry, listen, used, active), endedConnections: ended } };
   }
 
   async function revokeGeneration(generation: string): Promise<ControlResult<{ revoked: string[]; endedConnections: number }>> {

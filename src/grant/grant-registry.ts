@@ -1,7 +1,7 @@
 // The grants in force and the connections acting under each. Installs compiled grants from the ledger
 // (start, issue, revoke, reload), enforces per-grant budgets when a connection attaches, and ends a
 // grant's live tunnels and keep-alive connections at once when it is revoked, expires or narrows,
-// touching no other grant (BRIEF scenario 5).
+// touching no other grant (docs/scenarios.md scenario 5).
 import { deny, ok, type CanonicalDestination, type CloseReason, type PinnedAddress, type Verdict } from '../core/index.js';
 import type { ConfigIssue, GrantSpec } from '../config/index.js';
 import { TokenStore } from '../identity/index.js';
@@ -51,6 +51,8 @@ class GrantUsage implements ForwardBudget {
     return this.bytes < this.maxBytes;
   }
 }
+
+const NO_USAGE = Object.freeze({ connections: 0, bytes: 0 });
 
 // setTimeout holds at most 2^31-1 ms (~24.8 days); later expiries re-arm.
 const MAX_TIMER_MS = 2_147_483_647;
@@ -169,6 +171,11 @@ export class GrantRegistry {
       this.usage.set(grantId, usage);
     }
     return usage;
+  }
+
+  /** What a grant has used, for views: reading it creates no entry (a forgotten grant leaves none behind). */
+  usageView(grantId: string): { readonly connections: number; readonly bytes: number } {
+    return this.usage.get(grantId) ?? NO_USAGE;
   }
 
   activeConnections(grantId: string): number {

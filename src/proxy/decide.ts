@@ -43,13 +43,13 @@ async function resolveDestination(deps: DecideDeps, hop: Hop, grant: RuntimeGran
 /**
  * Whether Sluice itself checks the address the next hop dials: always for direct, for a proxy only
  * when it is sent the checked IP literal (sendResolvedAddress) or the destination is a literal already.
- * A proxy given a name resolves it itself: the decision is unattested (seed A6).
+ * A proxy given a name resolves it itself: the decision is unattested (principle A6 in docs/principles.md).
  */
 export function isAttested(routeHop: RouteHop, hop: Hop): boolean {
   return routeHop.kind === 'direct' || routeHop.proxy.sendResolvedAddress || hop.canonical?.hostKind !== 'name';
 }
 
-/** Authorize → route → resolve/classify/pin. Destination authorization precedes routing (seed A6). */
+/** Authorize → route → resolve/classify/pin. Destination authorization precedes routing (principle A6 in docs/principles.md). */
 export async function decideDestination(deps: DecideDeps, hop: Hop, grant: RuntimeGrant): Promise<boolean> {
   const dest = hop.canonical;
   if (dest === null) return hop.fail('destination_malformed');

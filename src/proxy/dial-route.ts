@@ -1,12 +1,12 @@
-// Opens the tunnel for an authorized CONNECT over its route: each alternative in order (the pinned
-// addresses for direct; CONNECT through the upstream proxy with the canonical name, or the checked IP
-// with sendResolvedAddress). Only a connection-level failure moves on to the next alternative; a 407 or
-// a refusal from a proxy ends the hop. DIRECT is tried only when the route lists it.
+// Opens the tunnel for an authorized CONNECT over its route (over-route.ts): direct dials the pinned
+// addresses; a proxy alternative is asked to CONNECT to the canonical name, or to the checked IP with
+// sendResolvedAddress. Only a connection-level failure moves on to the next alternative.
 import type net from 'node:net';
 import { deny, ok, type Verdict } from '../core/index.js';
 import { connectThroughProxy, dial, isConnectionFailure } from '../egress/index.js';
 import type { RouteHop } from '../route/index.js';
 import type { Hop } from './hop.js';
+import { overRoute, upstreamAuthority } from './over-route.js';
 import type { ProxyRuntime } from './runtime.js';
 
 export interface OpenedTunnel {
@@ -14,41 +14,20 @@ export interface OpenedTunnel {
   readonly head: Buffer;
 }
 
-/** The authority sent upstream: the checked IP literal when the pin must survive the hop, else the name. */
-export function upstreamAuthority(hop: Hop, routeHop: RouteHop & { kind: 'proxy' }): string | null {
-  const dest = hop.canonical;
-  if (dest === null) return null;
-  if (!routeHop.proxy.sendResolvedAddress) return dest.key;
-  const pinned = hop.pinned[0];
-  if (pinned === undefined) return null;
-  return pinned.family === 6 ? `[${pinned.address}]:${dest.port}` : `${pinned.address}:${dest.port}`;
+async function openOne(rt: ProxyRuntime, hop: Hop, routeHop: RouteHop): Promise<Verdict<OpenedTunnel>> {
+  if (routeHop.kind === 'direct') {
+    const dialed = await dial(hop.pinned, rt.dial);
+    if (!dialed.ok) return dialed;
+    hop.dialed = dialed.value.pinned;
+    return ok({ socket: dialed.value.socket, head: Buffer.alloc(0) });
+  }
+  const authority = upstreamAuthority(hop, routeHop);
+  if (authority === null) return deny('dns_no_address', 'sendResolvedAddress needs a locally resolved address');
+  const tunnel = await connectThroughProxy(routeHop.proxy, authority, rt.upstream);
+  if (tunnel.ok && routeHop.proxy.sendResolvedAddress) hop.dialed = hop.pinned[0] ?? null;
+  return tunnel;
 }
 
-export async function dialRoute(rt: ProxyRuntime, hop: Hop): Promise<Verdict<OpenedTunnel>> {
-  let last: Verdict<OpenedTunnel> = deny('route_none');
-  for (const routeHop of hop.routeHops) {
-    hop.usedHop = routeHop;
-    if (routeHop.kind === 'direct') {
-      const dialed = await dial(hop.pinned, rt.dial);
-      if (dialed.ok) {
-        hop.dialed = dialed.value.pinned;
-        return ok({ socket: dialed.value.socket, head: Buffer.alloc(0) });
-      }
-      last = dialed;
-    } else {
-      const authority = upstreamAuthority(hop, routeHop);
-      if (authority === null) {
-        last = deny('dns_no_address', 'sendResolvedAddress needs a locally resolved address');
-        continue;
-      }
-      const tunnel = await connectThroughProxy(routeHop.proxy, authority, rt.upstream);
-      if (tunnel.ok) {
-        if (routeHop.proxy.sendResolvedAddress) hop.dialed = hop.pinned[0] ?? null;
-        return tunnel;
-      }
-      last = tunnel;
-    }
-    if (last.ok || !isConnectionFailure(last.reason)) break;
-  }
-  return last;
+export function dialRoute(rt: ProxyRuntime, hop: Hop): Promise<Verdict<OpenedTunnel>> {
+  return overRoute(hop, (routeHop) => openOne(rt, hop, routeHop), (failure) => isConnectionFailure(failure.reason));
 }

@@ -3,7 +3,7 @@
 import { canonicalize, parseAbsoluteTarget } from '../authority/index.js';
 import { Reasons, type ReasonCode } from '../core/index.js';
 import { checkGrantLive, decideDestination, isAttested } from './decide.js';
-import { attestedOf } from './audit-hop.js';
+import { decisionOf } from './decision.js';
 import { Hop } from './hop.js';
 import type { ProxyRuntime } from './runtime.js';
 
@@ -63,15 +63,16 @@ export async function explain(rt: ProxyRuntime, grantId: string, target: string)
   hop.principal = { grantId, via: 'listener' };
   const grant = rt.registry.grants.get(grantId);
   if (hop.isAllowed && checkGrantLive(hop, grant, rt.now())) await decideDestination(rt, hop, grant);
+  const decision = decisionOf(hop, { id: '-', listener: '-' });
   return {
     grant: grantId,
     target,
-    request: hop.kind,
-    canonical: hop.canonical?.key ?? null,
-    rule: hop.rule,
-    addresses: hop.addresses.map((a) => ({ address: a.address, class: a.class, allowed: a.allowed })),
+    request: decision.request,
+    canonical: decision.canonical,
+    rule: decision.rule,
+    addresses: decision.addresses,
     pinned: hop.pinned.map((p) => p.address),
-    route: hop.route?.label ?? null,
+    route: decision.route,
     routeSummary: rt.routes.summary?.lines ?? [],
     pacAnswer: hop.route?.pacAnswer ?? null,
     alternatives: hop.routeHops.map((h) => ({
@@ -79,11 +80,11 @@ export async function explain(rt: ProxyRuntime, grantId: string, target: string)
       attested: isAttested(h, hop),
       credentialObserving: h.kind === 'proxy' && h.proxy.inspectsTls,
     })),
-    attested: attestedOf(hop),
-    decision: hop.isAllowed ? 'allow' : 'deny',
-    reason: hop.reason,
-    status: Reasons[hop.reason].status,
-    detail: hop.detail === '' ? null : hop.detail,
+    attested: decision.attested,
+    decision: decision.decision,
+    reason: decision.reason,
+    status: decision.status,
+    detail: decision.detail,
   };
 }
 

@@ -1,8 +1,10 @@
 // One hop's state as the pipeline fills it in: every field is set in the constructor so the object's
-// shape never changes; the decision and close audit records are read off it.
+// shape never changes. Its decision is built from it once (decision.ts); after that, and after its first
+// denial, nothing can change the outcome.
 import type { CanonicalDestination, ClassifiedAddress, PinnedAddress, Principal, ReasonCode, RequestKind, Scheme } from '../core/index.js';
 import type { Route, RouteHop } from '../route/index.js';
 import type { RuntimeGrant } from '../grant/index.js';
+import type { Decision } from './decision.js';
 
 export class Hop {
   scheme: Scheme | null = null;
@@ -26,6 +28,8 @@ export class Hop {
   firstByteUs: number | null = null;
   resolveUs: number | null = null;
   dialUs: number | null = null;
+  /** Set once, by HopRun.decide (run-hop.ts). */
+  decision: Decision | null = null;
   /** performance.now() when the request head was parsed: the origin of every timing. */
   readonly startedAt: number = performance.now();
   readonly startedAtMs: number = Date.now();
@@ -34,14 +38,17 @@ export class Hop {
     readonly index: number,
     readonly kind: RequestKind,
     readonly method: string,
-    readonly target: string,
+    /** The request target as received; a SOCKS5 hop learns it after identification. */
+    public target: string,
   ) {}
 
   get isAllowed(): boolean {
     return this.reason === 'granted';
   }
 
+  /** Denies the hop. The first denial is final: a later failure, or one after the decision, changes nothing. */
   fail(reason: ReasonCode, detail = ''): false {
+    if (this.reason !== 'granted' || this.decision !== null) return false;
     this.reason = reason;
     this.detail = detail;
     return false;

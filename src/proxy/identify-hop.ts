@@ -1,5 +1,5 @@
 // The identify stage of a hop: who this request acts for. A principal is fixed per connection; a later
-// request that presents another principal's token is refused (authority never bleeds, seed A5).
+// request that presents another principal's token is refused (authority never bleeds, principle A5 in docs/principles.md).
 import type http from 'node:http';
 import { sentReason } from '../core/index.js';
 import { identify } from '../identity/index.js';

@@ -3,22 +3,26 @@
 // is refused even on a connection whose first request was allowed.
 import type http from 'node:http';
 import { canonicalize, DEFAULT_PORTS, parseAbsoluteTarget } from '../authority/index.js';
+import { deny, ok, type Verdict } from '../core/index.js';
 import { forwardRequest, hasBody, type ForwardBudget, type ForwardResult } from '../relay/index.js';
 import { isConnectionFailure } from '../egress/index.js';
-import { upstreamAuthority } from './dial-route.js';
-import { recordClose, recordDecision } from './audit-hop.js';
+import type { RouteHop } from '../route/index.js';
 import type { ConnectionContext } from './connection-context.js';
 import { decideDestination } from './decide.js';
+import type { Decision } from './decision.js';
 import { Hop } from './hop.js';
 import { identifyHop } from './identify-hop.js';
+import { overRoute, upstreamAuthority } from './over-route.js';
 import { writeResponseDenial } from './respond.js';
+import { runHop, type HopRun } from './run-hop.js';
 import type { ProxyRuntime } from './runtime.js';
 
-function deny(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.IncomingMessage, res: http.ServerResponse): void {
-  recordDecision(rt.audit, ctx, hop, rt.metrics);
+type Responded = ForwardResult & { phase: 'responded' };
+
+function answer(req: http.IncomingMessage, res: http.ServerResponse, decision: Decision): void {
   // An unread request body would be parsed as the next request: close instead of keeping alive.
-  const close = hasBody(req) || hop.reason === 'principal_changed';
-  writeResponseDenial(res, { reason: hop.reason, destination: hop.canonical?.key ?? null, grant: hop.principal?.grantId ?? null }, close);
+  const close = hasBody(req) || decision.reason === 'principal_changed' || decision.reason === 'internal_error';
+  writeResponseDenial(res, decision, close);
 }
 
 /** RFC 9112 §3.2.2: a proxy MUST ignore a conflicting Host; we refuse it, since a disagreement is an attack signal. */
@@ -33,89 +37,77 @@ function hostAgrees(req: http.IncomingMessage, hop: Hop): boolean {
   return canonical.ok && canonical.value.key === hop.canonical.key;
 }
 
-export async function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+export function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', req.url ?? '');
-  const grant = identifyHop(rt, ctx, hop, req);
-  if (grant === null) return deny(rt, ctx, hop, req, res);
+  return runHop(rt, ctx, hop, (run) => forwardStages(rt, run, req, res), (decision) => answer(req, res, decision));
+}
 
+async function forwardStages(rt: ProxyRuntime, run: HopRun, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const { hop } = run;
+  const grant = identifyHop(rt, run.ctx, hop, req);
+  if (grant === null) return;
   const target = parseAbsoluteTarget(req.url ?? '');
-  if (!target.ok) {
-    hop.fail(target.reason, target.detail);
-    return deny(rt, ctx, hop, req, res);
-  }
+  if (!target.ok) return void hop.fail(target.reason, target.detail);
   hop.scheme = target.value.scheme;
   hop.canonical = target.value.destination;
-  if (!hostAgrees(req, hop)) {
-    hop.fail('host_mismatch');
-    return deny(rt, ctx, hop, req, res);
-  }
-  if (!(await decideDestination(rt, hop, grant))) return deny(rt, ctx, hop, req, res);
-  if (rt.registry.bytesLeft(grant.id) <= 0) {
-    hop.fail('byte_limit_reached', `maxBytes ${grant.limits.maxBytes ?? 0}`);
-    return deny(rt, ctx, hop, req, res);
-  }
+  if (!hostAgrees(req, hop)) return void hop.fail('host_mismatch');
+  if (!(await decideDestination(rt, hop, grant))) return;
+  if (rt.registry.bytesLeft(grant.id) <= 0) return void hop.fail('byte_limit_reached', `maxBytes ${grant.limits.maxBytes ?? 0}`);
 
   // With maxBytes, the bodies are counted against the grant's budget while they stream, and the response
   // is ended at the budget (review 2026-12 finding 6); without, the totals are only recorded after.
   const budget = rt.registry.budgetOf(grant);
   const result = await forwardOverRoute(rt, hop, req, res, target.value.pathAndQuery, budget);
   hop.dialUs = hop.elapsedUs();
-  if (result !== null && result.phase === 'responded') hop.firstByteUs = Math.round((result.headersAt - hop.startedAt) * 1000);
-  if (result === null) {
-    hop.fail('route_none', 'no route alternative could carry the request');
-    return deny(rt, ctx, hop, req, res);
-  }
-  if (result.phase === 'failed') {
-    hop.fail(result.reason, result.detail);
-    return deny(rt, ctx, hop, req, res);
-  }
-  if (budget === null) rt.registry.addBytes(grant.id, result.bytesUp + result.bytesDown);
-  recordDecision(rt.audit, ctx, hop, rt.metrics);
-  recordClose(rt.audit, ctx, hop, {
-    closedBy: result.closedBy ?? 'completed',
-    status: result.status,
-    bytesUp: result.bytesUp,
-    bytesDown: result.bytesDown,
-  }, rt.metrics);
+  if (!result.ok) return void hop.fail(result.reason, result.detail);
+  const responded = result.value;
+  hop.firstByteUs = Math.round((responded.headersAt - hop.startedAt) * 1000);
+  if (budget === null) rt.registry.addBytes(grant.id, responded.bytesUp + responded.bytesDown);
+  run.decide();
+  run.close({ closedBy: responded.closedBy ?? 'completed', status: responded.status, bytesUp: responded.bytesUp, bytesDown: responded.bytesDown });
+}
+
+function settled(result: ForwardResult): Verdict<Responded> {
+  return result.phase === 'responded' ? ok(result) : deny(result.reason, result.detail);
 }
 
 /**
- * Tries each route alternative in order: direct to each pinned address, or absolute-form through the
- * upstream proxy. A later alternative is tried only after a connection-level failure of a request with
- * no body (nothing was sent yet); a 407 or any response ends the hop.
+ * Forwards over the route (over-route.ts): direct to each pinned address, or absolute-form through the
+ * upstream proxy. A later address or alternative is tried only after a connection-level failure of a
+ * request with no body (nothing was sent yet); a 407 or any response ends the hop.
  */
-async function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMessage, res: http.ServerResponse, pathAndQuery: string, budget: ForwardBudget | null): Promise<ForwardResult | null> {
+function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMessage, res: http.ServerResponse, pathAndQuery: string, budget: ForwardBudget | null): Promise<Verdict<Responded>> {
   const dest = hop.canonical;
-  if (dest === null || hop.scheme === null) return null;
+  const scheme = hop.scheme;
+  if (dest === null || scheme === null) return Promise.resolve(deny('route_none', 'no destination to forward to'));
   const retryable = !hasBody(req);
-  const hostHeader = dest.port === DEFAULT_PORTS[hop.scheme] ? hostForHeader(hop) : dest.key;
-  let result: ForwardResult | null = null;
-  for (const routeHop of hop.routeHops) {
-    hop.usedHop = routeHop;
+  const mayRetry = (failure: { reason: Parameters<typeof isConnectionFailure>[0] }): boolean => retryable && isConnectionFailure(failure.reason);
+  const hostHeader = dest.port === DEFAULT_PORTS[scheme] ? hostForHeader(hop) : dest.key;
+  const attempt = async (routeHop: RouteHop): Promise<Verdict<Responded>> => {
     if (routeHop.kind === 'direct') {
+      let last: Verdict<Responded> = deny('dns_no_address', 'no checked address to forward to');
       for (const pinned of hop.pinned) {
         hop.dialed = pinned;
         const host = pinned.family === 6 ? `[${pinned.address}]` : pinned.address;
-        result = await forwardRequest(rt.forwardAgent, req, res, { origin: `http://${host}:${pinned.port}`, hostHeader, pathAndQuery, proxyAuthorization: null, viaUpstream: false }, budget);
-        if (result.phase === 'responded' || !retryable || !isConnectionFailure(result.reason)) return result;
+        last = settled(await forwardRequest(rt.forwardAgent, req, res, { origin: `http://${host}:${pinned.port}`, hostHeader, pathAndQuery, proxyAuthorization: null, viaUpstream: false }, budget));
+        if (last.ok || !mayRetry(last)) break;
       }
-    } else {
-      const proxy = routeHop.proxy;
-      const authority = upstreamAuthority(hop, routeHop);
-      if (authority === null) continue;
-      if (proxy.sendResolvedAddress) hop.dialed = hop.pinned[0] ?? null;
-      const proxyHost = proxy.host.includes(':') ? `[${proxy.host}]` : proxy.host;
-      result = await forwardRequest(rt.upstreamAgent, req, res, {
-        origin: `http://${proxyHost}:${proxy.port}`,
-        hostHeader,
-        pathAndQuery: `${hop.scheme === 'ws' ? 'http' : hop.scheme}://${authority}${pathAndQuery}`,
-        proxyAuthorization: proxy.authorization,
-        viaUpstream: true,
-      }, budget);
-      if (result.phase === 'responded' || !retryable || !isConnectionFailure(result.reason)) return result;
+      return last;
     }
-  }
-  return result;
+    const proxy = routeHop.proxy;
+    const authority = upstreamAuthority(hop, routeHop);
+    if (authority === null) return deny('dns_no_address', 'sendResolvedAddress needs a locally resolved address');
+    if (proxy.sendResolvedAddress) hop.dialed = hop.pinned[0] ?? null;
+    const proxyHost = proxy.host.includes(':') ? `[${proxy.host}]` : proxy.host;
+    return settled(await forwardRequest(rt.upstreamAgent, req, res, {
+      origin: `http://${proxyHost}:${proxy.port}`,
+      hostHeader,
+      pathAndQuery: `${scheme === 'ws' ? 'http' : scheme}://${authority}${pathAndQuery}`,
+      proxyAuthorization: proxy.authorization,
+      viaUpstream: true,
+    }, budget));
+  };
+  return overRoute(hop, attempt, mayRetry);
 }
 
 function hostForHeader(hop: Hop): string {

@@ -4,6 +4,7 @@
 import type http from 'node:http';
 import type net from 'node:net';
 import { Reasons, sentReason, type ReasonCode } from '../core/index.js';
+import type { Decision } from './decision.js';
 
 export const PROXY_NAME = 'sluice';
 
@@ -15,6 +16,7 @@ const ERROR_TYPES: Partial<Record<ReasonCode, string>> = {
   request_timeout: 'http_request_error',
   expectation_unsupported: 'http_request_error',
   connections_exhausted: 'proxy_internal_error',
+  internal_error: 'proxy_internal_error',
   auth_rate_limited: 'http_request_denied',
   sni_mismatch: 'http_request_denied',
   dns_busy: 'dns_error',
@@ -63,17 +65,16 @@ export function proxyStatus(reason: ReasonCode): string {
   return type === undefined ? `${PROXY_NAME}; details="${reason}"` : `${PROXY_NAME}; error=${type}; details="${reason}"`;
 }
 
-export interface DenialContext {
-  /** The decision's code; an audit-only code is answered as the code it maps to. */
-  readonly reason: ReasonCode;
-  readonly destination: string | null;
-  readonly grant: string | null;
-}
+/**
+ * What a denial answer reads of the hop's decision (decision.ts): its code (an audit-only code is
+ * answered as the code it maps to), the canonical destination and the principal's grant.
+ */
+export type DenialContext = Pick<Decision, 'reason' | 'canonical' | 'principal'>;
 
 export function denialBody(ctx: DenialContext): string {
   const reason = sentReason(ctx.reason);
   const spec = Reasons[reason];
-  return `sluice: ${spec.status} ${reason}: ${spec.message} (destination ${ctx.destination ?? 'unknown'}, grant ${ctx.grant ?? 'none'})\n`;
+  return `sluice: ${spec.status} ${reason}: ${spec.message} (destination ${ctx.canonical ?? 'unknown'}, grant ${ctx.principal ?? 'none'})\n`;
 }
 
 function denialHeaders(reason: ReasonCode, body: string, close: boolean): [string, string][] {
@@ -129,6 +130,7 @@ function statusText(status: number): string {
     case 408: return 'Request Timeout';
     case 417: return 'Expectation Failed';
     case 429: return 'Too Many Requests';
+    case 500: return 'Internal Server Error';
     case 502: return 'Bad Gateway';
     case 504: return 'Gateway Timeout';
     default: return 'OK';

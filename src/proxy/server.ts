@@ -6,7 +6,6 @@ import net from 'node:net';
 import type { ListenerSection } from '../config/index.js';
 import { SOCKET_HIGH_WATER_MARK } from '../core/index.js';
 import { Deadlines } from '../egress/index.js';
-import { recordDecision } from './audit-hop.js';
 import { ConnectionContext } from './connection-context.js';
 import { Hop } from './hop.js';
 import { parseConnectHead } from './connect-head.js';
@@ -14,6 +13,7 @@ import { connectRequestOf, onConnect, type ConnectRequest } from './on-connect.j
 import { onRequest } from './on-request.js';
 import { onSocksConnection } from './socks5.js';
 import { writeResponseDenial, writeSocketDenial } from './respond.js';
+import { refuseHop, type Answer } from './run-hop.js';
 import type { ProxyRuntime } from './runtime.js';
 import { answerInOrder, noteResponse, pendingResponse } from './answer-in-order.js';
 import { bindListener } from './bind-listener.js';
@@ -61,11 +61,10 @@ function headParsed(socket: net.Socket): ConnectionContext | undefined {
 function acceptConnection(rt: ProxyRuntime, section: ListenerSection, sockets: Set<net.Socket>, socket: TaggedSocket): ConnectionContext | null {
   const ctx = new ConnectionContext(socket, section.name, { boundGrant: section.grant ?? null });
   if (!rt.gate.tryAdmit(section.name, section.maxConnections)) {
-    const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
-    hop.fail('connections_exhausted');
-    recordDecision(rt.audit, ctx, hop, rt.metrics);
-    if (section.protocol === 'socks5') socket.destroy();
-    else writeSocketDenial(socket, { reason: 'connections_exhausted', destination: null, grant: null });
+    refuseHop(rt, ctx, new Hop(ctx.nextHop(), 'forward', '-', ''), 'connections_exhausted', '', (decision) => {
+      if (section.protocol === 'socks5') socket.destroy();
+      else writeSocketDenial(socket, decision);
+    });
     return null;
   }
   socket[CONTEXT] = ctx;
@@ -87,10 +86,7 @@ function createSocksServer(rt: ProxyRuntime, section: ListenerSection, sockets: 
     if (!gate.isOpen) return void socket.destroy();
     const ctx = acceptConnection(rt, section, sockets, socket);
     if (ctx === null) return;
-    onSocksConnection(rt, ctx, socket).catch((error: unknown) => {
-      rt.log.error({ err: error }, 'SOCKS5 handling failed');
-      socket.destroy();
-    });
+    onSocksConnection(rt, ctx, socket).catch((error: unknown) => lastResort(rt, socket, error));
   });
 }
 
@@ -124,10 +120,7 @@ function destroyOnError(this: net.Socket): void {
 function awaitFirstChunk(rt: ProxyRuntime, ctx: ConnectionContext, socket: net.Socket, httpServer: http.Server, limits: HttpLimits): void {
   ctx.startFirstRequestDeadline(Deadlines.for(limits.headersTimeoutMs), () => {
     if (socket.destroyed || socket.writableEnded) return;
-    const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
-    hop.fail('request_timeout', 'no request head within timeouts.headersMs');
-    recordDecision(rt.audit, ctx, hop, rt.metrics);
-    writeSocketDenial(socket, { reason: 'request_timeout', destination: null, grant: null });
+    refuseHop(rt, ctx, new Hop(ctx.nextHop(), 'forward', '-', ''), 'request_timeout', 'no request head within timeouts.headersMs', (decision) => writeSocketDenial(socket, decision));
   });
   socket.on('error', destroyOnError);
   const onEnd = (): void => void socket.destroy();
@@ -152,10 +145,7 @@ function awaitFirstChunk(rt: ProxyRuntime, ctx: ConnectionContext, socket: net.S
 
 function startConnect(rt: ProxyRuntime, ctx: ConnectionContext, socket: net.Socket, req: ConnectRequest, head: Buffer): void {
   ctx.firstRequestDone();
-  onConnect(rt, ctx, req, socket, head).catch((error: unknown) => {
-    rt.log.error({ err: error }, 'CONNECT handling failed');
-    socket.destroy();
-  });
+  onConnect(rt, ctx, req, socket, head).catch((error: unknown) => lastResort(rt, socket, error));
 }
 
 function createHttpServer(rt: ProxyRuntime, limits: HttpLimits): http.Server {
@@ -178,8 +168,8 @@ function createHttpServer(rt: ProxyRuntime, limits: HttpLimits): http.Server {
     const ctx = headParsed(req.socket);
     if (ctx === undefined) return void res.destroy();
     noteResponse(req.socket, res);
-    if (!isHttp11(req)) return refuseVersion(rt, ctx, req, (reason) => writeResponseDenial(res, { reason, destination: null, grant: null }, true));
-    onRequest(rt, ctx, req, res).catch((error: unknown) => fault(rt, res, error));
+    if (!isHttp11(req)) return refuseVersion(rt, ctx, req, (decision) => writeResponseDenial(res, decision, true));
+    onRequest(rt, ctx, req, res).catch((error: unknown) => lastResort(rt, req.socket, error));
   });
   server.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
     const ctx = headParsed(socket);
@@ -196,10 +186,8 @@ function createHttpServer(rt: ProxyRuntime, limits: HttpLimits): http.Server {
   server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const ctx = headParsed(req.socket);
     if (ctx === undefined) return void res.destroy();
-    const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', req.url ?? '');
-    hop.fail('expectation_unsupported');
-    recordDecision(rt.audit, ctx, hop, rt.metrics);
-    writeResponseDenial(res, { reason: 'expectation_unsupported', destination: null, grant: ctx.principal?.grantId ?? null }, true);
+    const hop = connectionHop(ctx, 'forward', req);
+    refuseHop(rt, ctx, hop, 'expectation_unsupported', '', (decision) => writeResponseDenial(res, decision, true));
   });
   server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket) => {
     const ctx = headParsed(socket);
@@ -224,30 +212,33 @@ function createHttpServer(rt: ProxyRuntime, limits: HttpLimits): http.Server {
 }
 
 function answerConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, socket: net.Socket, head: Buffer): void {
-  if (!isHttp11(req)) return refuseVersion(rt, ctx, req, (reason) => writeSocketDenial(socket, { reason, destination: null, grant: null }));
+  if (!isHttp11(req)) return refuseVersion(rt, ctx, req, (decision) => writeSocketDenial(socket, decision));
   startConnect(rt, ctx, socket, connectRequestOf(req), head);
 }
 
+/**
+ * A hop refused before identification: it is attributed to the connection's principal, if an earlier
+ * hop named one, and its denial names that grant as before.
+ */
+function connectionHop(ctx: ConnectionContext, kind: 'connect' | 'forward', req: http.IncomingMessage | null): Hop {
+  const hop = new Hop(ctx.nextHop(), kind, req?.method ?? '-', req?.url ?? '');
+  hop.principal = ctx.principal;
+  return hop;
+}
+
 function refuseUpgrade(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, socket: net.Socket): void {
-  const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', req.url ?? '');
-  hop.fail('upgrade_unsupported');
-  recordDecision(rt.audit, ctx, hop, rt.metrics);
-  writeSocketDenial(socket, { reason: hop.reason, destination: null, grant: ctx.principal?.grantId ?? null });
+  refuseHop(rt, ctx, connectionHop(ctx, 'forward', req), 'upgrade_unsupported', '', (decision) => writeSocketDenial(socket, decision));
 }
 
 function refuseMalformed(rt: ProxyRuntime, ctx: ConnectionContext, error: NodeJS.ErrnoException, socket: net.Socket): void {
-  const reason = clientErrorReason(error.code);
-  const hop = new Hop(ctx.nextHop(), 'forward', '-', '');
-  hop.fail(reason, error.code ?? 'parse error');
-  recordDecision(rt.audit, ctx, hop, rt.metrics);
-  writeSocketDenial(socket, { reason, destination: null, grant: ctx.principal?.grantId ?? null });
+  const hop = connectionHop(ctx, 'forward', null);
+  refuseHop(rt, ctx, hop, clientErrorReason(error.code), error.code ?? 'parse error', (decision) => writeSocketDenial(socket, decision));
 }
 
-/** A pipelined CONNECT whose connection ended before the responses ahead of it were written. */
+/** A pipelined CONNECT whose connection ended before the responses ahead of it were written: recorded, nobody to answer. */
 function recordGone(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage): void {
   const hop = new Hop(ctx.nextHop(), 'connect', 'CONNECT', req.url ?? '');
-  hop.fail('client_gone', 'the connection ended before the requests pipelined ahead of the CONNECT were answered');
-  recordDecision(rt.audit, ctx, hop, rt.metrics);
+  refuseHop(rt, ctx, hop, 'client_gone', 'the connection ended before the requests pipelined ahead of the CONNECT were answered', () => undefined);
 }
 
 /**
@@ -259,11 +250,9 @@ function isHttp11(req: http.IncomingMessage): boolean {
   return req.httpVersionMajor === 1 && (req.httpVersionMinor === 0 || req.httpVersionMinor === 1);
 }
 
-function refuseVersion(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, answer: (reason: 'request_malformed') => void): void {
+function refuseVersion(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, answer: Answer): void {
   const hop = new Hop(ctx.nextHop(), req.method === 'CONNECT' ? 'connect' : 'forward', req.method ?? '-', req.url ?? '');
-  hop.fail('request_malformed', `HTTP/${req.httpVersion} request line`);
-  recordDecision(rt.audit, ctx, hop, rt.metrics);
-  answer('request_malformed');
+  refuseHop(rt, ctx, hop, 'request_malformed', `HTTP/${req.httpVersion} request line`, answer);
 }
 
 function clientErrorReason(code: string | undefined): 'request_timeout' | 'headers_too_large' | 'request_malformed' {
@@ -272,9 +261,10 @@ function clientErrorReason(code: string | undefined): 'request_timeout' | 'heade
   return 'request_malformed';
 }
 
-function fault(rt: ProxyRuntime, res: http.ServerResponse, error: unknown): void {
-  rt.log.error({ err: error }, 'request handling failed');
-  writeResponseDenial(res, { reason: 'origin_failed', destination: null, grant: null }, true);
+/** runHop answers every fault of a hop; this only catches one of runHop itself, and closes the connection. */
+function lastResort(rt: ProxyRuntime, socket: net.Socket, error: unknown): void {
+  rt.log.error({ err: error }, 'hop handling failed outside the hop');
+  socket.destroy();
 }
 
 export async function startListeners(rt: ProxyRuntime, sections: readonly ListenerSection[], limits: HttpLimits): Promise<BoundListener[]> {

@@ -27,7 +27,7 @@ export interface SocketFile {
 
 /** Binds `server` to the Unix socket `file`, mode 0600 (or 0660 and group `gid`), and returns the file. */
 export async function bindUnixSocket(server: net.Server, file: string, gid: number | null): Promise<SocketFile> {
-  // A missing directory is created private (the brief's `unix:./state/a.sock` on a fresh machine).
+  // A missing directory is created private (`unix:./state/a.sock` on a fresh machine; docs/configuration.md).
   await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
   await removeStaleSocket(file);
   const privateDir = await fs.mkdtemp(path.join(path.dirname(file), PRIVATE_DIR_PREFIX));

@@ -5,12 +5,13 @@
 import type net from 'node:net';
 import { canonicalize } from '../authority/index.js';
 import type { ReasonCode } from '../core/index.js';
-import { recordDecision } from './audit-hop.js';
 import type { ConnectionContext } from './connection-context.js';
+import type { Decision } from './decision.js';
 import { Hop } from './hop.js';
 import { identifyPresented } from './identify-hop.js';
-import { runTunnelHop, type TunnelResponder } from './on-connect.js';
+import { runHop } from './run-hop.js';
 import type { ProxyRuntime } from './runtime.js';
+import { answerTunnel, tunnelStages, type TunnelClient, type TunnelResponder } from './tunnel-stages.js';
 
 const VERSION = 5;
 const NO_AUTH = 0x00;
@@ -61,8 +62,8 @@ function reply(code: number): Buffer {
 
 const SOCKS_RESPONDER: TunnelResponder = {
   established: (socket) => void socket.write(reply(0x00)),
-  deny: (socket, hop) => {
-    if (!socket.destroyed) socket.end(reply(socksReplyCode(hop.reason)));
+  deny: (socket, decision) => {
+    if (!socket.destroyed) socket.end(reply(socksReplyCode(decision.reason)));
   },
 };
 
@@ -112,7 +113,7 @@ class HandshakeReader {
   }
 }
 
-async function negotiate(rt: ProxyRuntime, ctx: ConnectionContext, socket: net.Socket, r: HandshakeReader): Promise<string | undefined | null> {
+async function negotiate(ctx: ConnectionContext, socket: net.Socket, r: HandshakeReader): Promise<string | undefined | null> {
   const greeting = await r.read(2);
   if (greeting === null || greeting[0] !== VERSION) return null;
   const methods = await r.read(greeting[1] ?? 0);
@@ -135,7 +136,6 @@ async function negotiate(rt: ProxyRuntime, ctx: ConnectionContext, socket: net.S
   if (user === null || plen === null) return null;
   const pass = await r.read(plen[0] ?? 0);
   if (pass === null) return null;
-  void rt;
   // RFC 1929: UNAME is the grant id, PASSWD the token; identified exactly like Proxy-Authorization Basic.
   return `Basic ${Buffer.concat([user, Buffer.from(':'), pass]).toString('base64')}`;
 }
@@ -171,44 +171,39 @@ export async function onSocksConnection(rt: ProxyRuntime, ctx: ConnectionContext
   socket.on('error', () => socket.destroy());
   const timer = setTimeout(() => socket.destroy(), rt.handshakeTimeoutMs);
   const r = new HandshakeReader(socket);
-  const auth = await negotiate(rt, ctx, socket, r);
+  const auth = await negotiate(ctx, socket, r);
   if (auth === null) {
+    // No request was made: the connection ends without a hop.
     clearTimeout(timer);
     socket.destroy();
     return;
   }
   const hop = new Hop(ctx.nextHop(), 'connect', 'SOCKS5', '');
-  const grant = identifyPresented(rt, ctx, hop, auth, 0);
-  if (auth !== undefined) socket.write(Buffer.from([0x01, grant === null ? 0x01 : 0x00]));
-  if (grant === null) {
+  const client: TunnelClient = { socket, head: Buffer.alloc(0), responder: SOCKS_RESPONDER, established: false };
+  // Until the request is read, a denial has no reply of its own (the authentication reply said it).
+  let answer = (decision: Decision): void => {
+    if (!socket.destroyed) socket.end();
+    void decision;
+  };
+  await runHop(rt, ctx, hop, async (run) => {
+    const grant = identifyPresented(rt, ctx, hop, auth, 0);
+    if (auth !== undefined) socket.write(Buffer.from([0x01, grant === null ? 0x01 : 0x00]));
+    if (grant === null) return clearTimeout(timer);
+    const target = await readTarget(r);
     clearTimeout(timer);
-    recordDecision(rt.audit, ctx, hop, rt.metrics);
-    socket.end();
-    return;
-  }
-  const target = await readTarget(r);
-  clearTimeout(timer);
-  if (target === null) {
-    hop.fail('request_malformed', 'incomplete SOCKS5 request');
-    recordDecision(rt.audit, ctx, hop, rt.metrics);
-    socket.destroy();
-    return;
-  }
-  const tagged = new Hop(hop.index, 'connect', 'SOCKS5', target.authority);
-  tagged.principal = hop.principal;
-  if (target.cmd !== 0x01) {
-    tagged.fail('request_malformed', `SOCKS5 command ${target.cmd} is not supported (CONNECT only)`);
-    recordDecision(rt.audit, ctx, tagged, rt.metrics);
-    socket.end(reply(0x07));
-    return;
-  }
-  const dest = canonicalize(target.authority);
-  if (!dest.ok) {
-    tagged.fail(dest.reason, dest.detail);
-    recordDecision(rt.audit, ctx, tagged, rt.metrics);
-    socket.end(reply(socksReplyCode(dest.reason)));
-    return;
-  }
-  tagged.canonical = dest.value;
-  await runTunnelHop(rt, ctx, tagged, grant, socket, r.release(), SOCKS_RESPONDER);
+    if (target === null) {
+      answer = () => socket.destroy();
+      return void hop.fail('request_malformed', 'incomplete SOCKS5 request');
+    }
+    hop.target = target.authority;
+    answer = (decision) => answerTunnel(client, decision);
+    if (target.cmd !== 0x01) {
+      answer = () => void socket.end(reply(0x07));
+      return void hop.fail('request_malformed', `SOCKS5 command ${target.cmd} is not supported (CONNECT only)`);
+    }
+    const dest = canonicalize(target.authority);
+    if (!dest.ok) return void hop.fail(dest.reason, dest.detail);
+    hop.canonical = dest.value;
+    await tunnelStages(rt, ctx, run, grant, { ...client, head: r.release() });
+  }, (decision) => answer(decision));
 }

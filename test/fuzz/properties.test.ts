@@ -112,7 +112,7 @@ describe('address classifier (fast-check)', () => {
 
 // ── 2. the reason-code table and Proxy-Status ─────────────────────────────────────────────────────
 
-const ALLOWED_STATUS = new Set([200, 400, 403, 407, 408, 417, 429, 502, 504]);
+const ALLOWED_STATUS = new Set([200, 400, 403, 407, 408, 417, 429, 500, 502, 504]);
 /** RFC 9209 §2.3 proxy error types (IANA "HTTP Proxy-Status Parameters / Proxy Error Types"). */
 const RFC9209_ERROR_TYPES = new Set([
   'dns_timeout', 'dns_error', 'destination_not_found', 'destination_unavailable', 'destination_ip_prohibited',
@@ -149,7 +149,7 @@ function parseProxyStatusMember(value: string): { item: string; params: Map<stri
 describe('reason codes and Proxy-Status (RFC 9209)', () => {
   const codes = Object.keys(Reasons) as ReasonCode[];
 
-  it('every code has a status in {200,400,403,407,408,417,429,502,504} and a non-empty one-line message', () => {
+  it('every code has a status in {200,400,403,407,408,417,429,500,502,504} and a non-empty one-line message', () => {
     expect(codes.length).toBeGreaterThan(10);
     for (const code of codes) {
       expect(isReasonCode(code)).toBe(true);
@@ -192,7 +192,7 @@ describe('reason codes and Proxy-Status (RFC 9209)', () => {
     const grantId = fc.stringMatching(/^[A-Za-z0-9_.-]{1,40}$/);
     fc.assert(
       fc.property(fc.constantFrom(...codes), fc.option(fc.domain().map((d) => `${d}:443`)), fc.option(grantId), (reason, destination, grant) => {
-        const body = denialBody({ reason, destination, grant });
+        const body = denialBody({ reason, canonical: destination, principal: grant });
         expect(body.endsWith('\n')).toBe(true);
         expect(body.slice(0, -1)).not.toMatch(/[\r\n]/);
         const sent = sentReason(reason);

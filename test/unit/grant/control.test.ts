@@ -305,6 +305,21 @@ describe('forgetGrant', () => {
   });
 });
 
+describe('forgetGrant: what the answer reports', () => {
+  it('reports what the grant used before it was forgotten, and leaves no usage entry behind', async () => {
+    const s = await build();
+    const a = await issue(s);
+    attach(s, a.id);
+    s.registry.addBytes(a.id, 500);
+    const forgotten = value(await s.control.forgetGrant(a.id));
+    expect(forgotten.grant.usage).toEqual({ activeConnections: 1, connections: 1, bytes: 500 });
+    // A view never creates usage: the forgotten grant's counters are gone for good.
+    expect(s.registry.usageView(a.id)).toEqual({ connections: 0, bytes: 0 });
+    expect(s.control.getGrant(a.id)).toBeUndefined();
+    expect((s.registry as unknown as { usage: Map<string, unknown> }).usage.has(a.id)).toBe(false);
+  });
+});
+
 describe('revokeGeneration', () => {
   it('revokes only that generation’s live grants, ends only their connections, and closes only their listeners', async () => {
     const s = await build([{ id: 'cfg-run-1', generation: 'run-1', destinations: ['https://a.test'] }, { id: 'cfg-plain', destinations: ['https://a.test'] }]);
