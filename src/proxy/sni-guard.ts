@@ -16,6 +16,7 @@ export function readClientHello(socket: net.Socket, first: Buffer, timeoutMs: nu
       clearTimeout(timer);
       socket.removeListener('data', onData);
       socket.removeListener('end', onEnd);
+      socket.removeListener('close', onEnd);
       socket.pause();
       resolve(result);
     }
@@ -36,7 +37,10 @@ export function readClientHello(socket: net.Socket, first: Buffer, timeoutMs: nu
     }
     if (buffer.length > 0 && check()) return;
     socket.on('data', onData);
+    // A reset ends the wait at once ('close' without 'end'): the dialed upstream is not held for the timeout.
     socket.once('end', onEnd);
+    socket.once('close', onEnd);
+    if (socket.destroyed) return done('the client closed before sending a ClientHello');
     socket.resume();
   });
 }

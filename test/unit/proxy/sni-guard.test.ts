@@ -208,4 +208,20 @@ describe('checkSni: how the ClientHello arrives', () => {
     client.end(hello.subarray(0, 30));
     expect(await check(accepted, 'a.test:443')).toEqual({ ok: false, detail: 'the client closed before sending a ClientHello' });
   });
+
+  it('refuses a client that resets part way at once, not after the handshake timeout (the dialed upstream is not held)', async () => {
+    const { accepted, client } = await rawPair();
+    client.write(Buffer.from([0x16, 0x03, 0x01]));
+    const started = Date.now();
+    const result = check(accepted, 'a.test:443', 60_000);
+    client.resetAndDestroy();
+    expect(await result).toEqual({ ok: false, detail: 'the client closed before sending a ClientHello' });
+    expect(Date.now() - started).toBeLessThan(TIMEOUT_MS);
+  });
+
+  it('refuses at once when the client socket is already gone', async () => {
+    const { accepted } = await rawPair();
+    accepted.destroy();
+    expect(await check(accepted, 'a.test:443', 60_000)).toEqual({ ok: false, detail: 'the client closed before sending a ClientHello' });
+  });
 });
