@@ -90,7 +90,7 @@ async function runCheckConfig(file: string): Promise<void> {
 async function runExplain(target: string, options: { config: string; grant: string; json?: boolean }): Promise<void> {
   const config = await loadOrExit(options.config);
   const { buildRuntime } = await import('./app.js');
-  const { explain, formatExplanation } = await import('./proxy/index.js');
+  const { explain, formatExplanation } = await import('./explain/index.js');
   const built = await buildRuntime(config, { env: process.env, log: silentLog, audit: nullSink });
   if (!built.ok) {
     printIssues(options.config, built.issues);

@@ -5,6 +5,6 @@ export * from './respond.js';
 export * from './runtime.js';
 export * from './server.js';
 export * from './connection-context.js';
-export * from './explain.js';
+export * from './decision.js';
 export * from './bridge.js';
 export * from './socket-group.js';

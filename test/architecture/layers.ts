@@ -19,6 +19,7 @@ export const LAYERS: Readonly<Record<string, number>> = {
   proxy: 4,
   app: 5,
   cli: 5,
+  explain: 5,
   main: 6,
   // The first process inside a `sluice run` sandbox: a process shell of its own, like main.ts.
   'sandbox-init': 6,

@@ -3,7 +3,7 @@
 // and no documented code that the code does not know. The Proxy-Status error types are checked too.
 import { describe, expect, it } from 'vitest';
 import { AuditOnlyReasons, CloseReasons, Reasons, sentReason, type ReasonCode } from '../../src/core/index.js';
-import { proxyStatus } from '../../src/proxy/index.js';
+import { proxyStatus } from '../../src/core/index.js';
 import { codeSpan, readDoc, readTables, type MarkdownTable } from './markdown.js';
 
 const DOC = 'docs/reason-codes.md';

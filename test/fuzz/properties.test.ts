@@ -15,7 +15,8 @@ import { compileAddressPolicy, type AddressPolicy } from '../../src/resolve/addr
 import { pin } from '../../src/resolve/pin.js';
 import { HostAddresses } from '../../src/resolve/host-addresses.js';
 import { SelfAddresses } from '../../src/resolve/self-addresses.js';
-import { denialBody, proxyStatus } from '../../src/proxy/respond.js';
+import { proxyStatus } from '../../src/core/index.js';
+import { denialBody } from '../../src/proxy/respond.js';
 
 const SEED = Number(process.env['SLUICE_FUZZ_SEED'] ?? (Date.now() ^ (process.pid << 8)) >>> 0);
 const RUNS = Number(process.env['SLUICE_FUZZ_RUNS'] ?? 1500);

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { stringify } from 'yaml';
 import { buildRuntime } from '../../src/app.js';
 import { parseConfigText } from '../../src/config/index.js';
-import { explain, formatExplanation } from '../../src/proxy/index.js';
+import { explain, formatExplanation } from '../../src/explain/index.js';
 import { startFixtureConnectProxy, type FixtureConnectProxy } from '../support/fault-servers.js';
 import { createTestPki } from '../support/pki.js';
 import { startHttpOrigin, startHttpsOrigin, type Origin } from '../support/origins.js';

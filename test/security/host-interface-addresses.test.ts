@@ -14,7 +14,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { stringify } from 'yaml';
-import { explain } from '../../src/proxy/index.js';
+import { explain } from '../../src/explain/index.js';
 import type { InterfaceList } from '../../src/resolve/index.js';
 import { openConnectTunnel, rawRequest } from '../support/raw-client.js';
 import { BIN, REPO_ROOT } from '../support/sandbox.js';

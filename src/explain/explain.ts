@@ -1,11 +1,8 @@
 // `sluice explain`: runs a hop's policy stages for a grant and a target without connecting, and reports
 // each step: canonical destination, matched rule, resolved addresses and classes, route, attested, reason.
 import { canonicalize, parseAbsoluteTarget } from '../authority/index.js';
-import { Reasons, type ReasonCode } from '../core/index.js';
-import { checkGrantLive, decideDestination, isAttested } from './decide.js';
-import { decisionOf } from './decision.js';
-import { Hop } from './hop.js';
-import type { ProxyRuntime } from './runtime.js';
+import type { ReasonCode } from '../core/index.js';
+import { checkGrantLive, decideDestination, decisionOf, Hop, isAttested, type ProxyRuntime } from '../proxy/index.js';
 
 export interface Explanation {
   readonly grant: string;
