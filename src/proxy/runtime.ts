@@ -4,7 +4,7 @@ import type { DialOptions, UpstreamOptions } from '../egress/index.js';
 import type { ForwardAgent, RelayLimits } from '../relay/index.js';
 import type { MetricsSink } from '../telemetry/index.js';
 import type { DecideDeps } from './decide.js';
-import type { AuthThrottle, ConnectionGate, GrantRegistry } from '../grant/index.js';
+import type { AuthThrottle, ConnectionGate, GrantRegistry, RuntimeGrant } from '../grant/index.js';
 
 export interface ProxyRuntime extends DecideDeps {
   readonly registry: GrantRegistry;
@@ -22,4 +22,10 @@ export interface ProxyRuntime extends DecideDeps {
   readonly maxHeaderCount: number;
   /** How long a client has to send its ClientHello when the grant checks SNI. */
   readonly handshakeTimeoutMs: number;
+}
+
+/** A grant's relay limits: its own idle timeout when it is shorter than the proxy's, never longer. */
+export function relayLimitsFor(rt: Pick<ProxyRuntime, 'relay'>, grant: Pick<RuntimeGrant, 'limits'>): RelayLimits {
+  const idle = grant.limits.idleTimeoutMs;
+  return idle === undefined || idle >= rt.relay.idleTimeoutMs ? rt.relay : { idleTimeoutMs: idle };
 }

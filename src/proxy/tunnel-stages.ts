@@ -3,13 +3,13 @@
 // before any byte goes upstream (docs/scenarios.md scenario 1).
 import type net from 'node:net';
 import type { RuntimeGrant } from '../grant/index.js';
-import { Tunnel, type RelayLimits } from '../relay/index.js';
+import { Tunnel } from '../relay/index.js';
 import type { ConnectionContext } from './connection-context.js';
 import { decideDestination } from './decide.js';
 import type { Decision } from './decision.js';
 import { dialRoute } from './dial-route.js';
 import type { HopRun } from './run-hop.js';
-import type { ProxyRuntime } from './runtime.js';
+import { relayLimitsFor, type ProxyRuntime } from './runtime.js';
 import { checkSni } from './sni-guard.js';
 
 /** How a tunnel hop answers its client: HTTP CONNECT (200 / a denial response) or SOCKS5 replies. */
@@ -31,11 +31,6 @@ export interface TunnelClient {
 export function answerTunnel(client: TunnelClient, decision: Decision): void {
   if (client.established) client.socket.destroy();
   else client.responder.deny(client.socket, decision);
-}
-
-function relayLimits(rt: ProxyRuntime, grant: RuntimeGrant): RelayLimits {
-  const idle = grant.limits.idleTimeoutMs;
-  return idle === undefined || idle >= rt.relay.idleTimeoutMs ? rt.relay : { idleTimeoutMs: idle };
 }
 
 export async function tunnelStages(rt: ProxyRuntime, ctx: ConnectionContext, run: HopRun, grant: RuntimeGrant, client: TunnelClient): Promise<void> {
@@ -82,7 +77,7 @@ export async function tunnelStages(rt: ProxyRuntime, ctx: ConnectionContext, run
 
 async function relay(rt: ProxyRuntime, ctx: ConnectionContext, run: HopRun, grant: RuntimeGrant, socket: net.Socket, upstream: net.Socket, clientHead: Buffer): Promise<void> {
   const { hop } = run;
-  const tunnel = new Tunnel(socket, upstream, relayLimits(rt, grant), clientHead, rt.registry.budgetOf(grant));
+  const tunnel = new Tunnel(socket, upstream, relayLimitsFor(rt, grant), clientHead, rt.registry.budgetOf(grant));
   ctx.tunnel = tunnel;
   ctx.tunnelHop = hop;
   rt.metrics.tunnelOpened(ctx.listener);
