@@ -13,7 +13,8 @@ import { createForwardAgent } from './relay/index.js';
 import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
 import { AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
-import { checkSocketGroups, startListeners, stopListeners, type BoundListener, type HttpLimits, type ProxyRuntime } from './proxy/index.js';
+import { startListeners, stopListeners, type BoundListener, type HttpLimits, type ProxyRuntime } from './proxy/index.js';
+import { checkSocketGroups } from './listen/index.js';
 
 export interface AppOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -230,12 +231,17 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     return { ok: true, value: { endedConnections: ended } };
   }
 
+  let closing = false;
   const control = createControl({
     ledger,
     registry,
     dedicated,
     reload,
-    readiness: () => (pac !== null && pac.current === null ? { ready: false, detail: 'no PAC script loaded' } : { ready: true, detail: 'listening' }),
+    readiness: () => {
+      // A balancer must stop sending while the listeners are shut and live connections drain.
+      if (closing) return { ready: false, detail: 'draining: shutting down' };
+      return pac !== null && pac.current === null ? { ready: false, detail: 'no PAC script loaded' } : { ready: true, detail: 'listening' };
+    },
   });
 
   let admin: AdminServer | null = null;
@@ -265,7 +271,6 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
   // Read again now that everything listens, then every hostRefreshMs: a new interface address is `host` within that.
   self.host.refresh();
   self.host.start();
-  let closed = false;
   return {
     runtime,
     listeners,
@@ -275,8 +280,8 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     control,
     ledger,
     async close(drainMs = 0) {
-      if (closed) return;
-      closed = true;
+      if (closing) return;
+      closing = true;
       self.host.stop();
       await Promise.all([stopListeners(listeners, drainMs), dedicated.closeAll(drainMs)]);
       await admin?.close();
