@@ -3,6 +3,7 @@
 import http from 'node:http';
 import type net from 'node:net';
 import type { ProxyControl } from '../core/index.js';
+import { bindTcp } from '../listen/index.js';
 import type { MetricsSink } from '../telemetry/index.js';
 
 export interface MetricsServer {
@@ -56,16 +57,9 @@ export async function startMetricsServer(listen: string, metrics: MetricsSink, c
   const colon = listen.lastIndexOf(':');
   const host = listen.slice(0, colon).replace(/^\[|\]$/g, '');
   const port = Number(listen.slice(colon + 1));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ host, port }, () => {
-      server.removeListener('error', reject);
-      resolve();
-    });
-  });
-  const info = server.address() as net.AddressInfo;
+  const address = await bindTcp(server, host, port);
   return {
-    address: info.family === 'IPv6' ? `[${info.address}]:${info.port}` : `${info.address}:${info.port}`,
+    address,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -7,7 +7,8 @@ import { isAdminTokenValid } from './auth.js';
 import { errorReply, type AdminReply } from './errors.js';
 import { MAX_BODY_BYTES, parseJsonBody, readBody, sendJson } from './http-io.js';
 import { isUnixListen } from '../config/index.js';
-import { bindAdminServer, removeAdminSocketFile, type UnixSocketProbe } from './listen.js';
+import { removeSocketFile, type UnixSocketProbe } from '../listen/index.js';
+import { bindAdminServer } from './listen.js';
 import { matchRoute, PARAM_MESSAGE, type AdminRoute } from './router.js';
 import { inspectAdminSocketDir } from './socket-dir.js';
 import { ADMIN_ROUTES } from './routes/index.js';
@@ -80,7 +81,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
         const timer = setTimeout(() => sockets.forEach((socket) => socket.destroy()), CLOSE_GRACE_MS);
         server.close(() => {
           clearTimeout(timer);
-          void removeAdminSocketFile(bound.socketFile).then(resolve);
+          void removeSocketFile(bound.socketFile).then(resolve);
         });
         server.closeIdleConnections();
       }),

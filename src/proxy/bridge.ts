@@ -3,6 +3,7 @@
 // holds no authority: the principal is whichever grant's socket it reaches; it reads and decides nothing.
 import net from 'node:net';
 import { connectUnix } from '../egress/index.js';
+import { bindTcp } from '../listen/index.js';
 
 export interface Bridge {
   readonly port: number;
@@ -35,13 +36,7 @@ export async function startBridge(host: string, port: number, grantSocket: strin
       },
     );
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ host, port }, () => {
-      server.removeListener('error', reject);
-      resolve();
-    });
-  });
+  await bindTcp(server, host, port);
   return {
     port: (server.address() as net.AddressInfo).port,
     close: () =>

@@ -7,4 +7,3 @@ export * from './server.js';
 export * from './connection-context.js';
 export * from './decision.js';
 export * from './bridge.js';
-export * from './socket-group.js';

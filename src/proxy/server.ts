@@ -5,7 +5,7 @@ import http from 'node:http';
 import net from 'node:net';
 import type { ListenerSection } from '../config/index.js';
 import { SOCKET_HIGH_WATER_MARK } from '../core/index.js';
-import { Deadlines } from '../egress/index.js';
+import { Deadlines, isUnixSocketAlive } from '../egress/index.js';
 import { ConnectionContext } from './connection-context.js';
 import { Hop } from './hop.js';
 import { parseConnectHead } from './connect-head.js';
@@ -16,8 +16,7 @@ import { writeResponseDenial, writeSocketDenial } from './respond.js';
 import { refuseHop, type Answer } from './run-hop.js';
 import type { ProxyRuntime } from './runtime.js';
 import { answerInOrder, noteResponse, pendingResponse } from './answer-in-order.js';
-import { bindListener } from './bind-listener.js';
-import { removeSocketFile, type SocketFile } from './socket-file.js';
+import { bindListener, removeSocketFile, type SocketFile } from '../listen/index.js';
 
 const CONTEXT = Symbol('sluice.connection');
 type TaggedSocket = net.Socket & { [CONTEXT]?: ConnectionContext };
@@ -274,7 +273,7 @@ export async function startListeners(rt: ProxyRuntime, sections: readonly Listen
       const sockets = new Set<net.Socket>();
       const acceptGate: AcceptGate = { isOpen: false };
       const { server, http: httpServer } = createListenerServer(rt, section, limits, sockets, acceptGate);
-      const { address, socketFile } = await bindListener(server, section);
+      const { address, socketFile } = await bindListener(server, section, isUnixSocketAlive);
       // Nothing is served before the socket file has its final mode, as on the admin socket.
       acceptGate.isOpen = true;
       // node:http sets up its connection tracking (header timeouts, closeIdleConnections) on

@@ -14,6 +14,7 @@ export const LAYERS: Readonly<Record<string, number>> = {
   relay: 2,
   audit: 2,
   telemetry: 2,
+  listen: 2,
   grant: 3,
   admin: 3,
   proxy: 4,

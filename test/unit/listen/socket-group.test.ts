@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { resolveSocketGroup } from '../../../src/proxy/index.js';
+import { resolveSocketGroup } from '../../../src/listen/index.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-groups-'));
 const groupFile = path.join(dir, 'group');

@@ -9,7 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ListenerSection } from '../../../src/config/index.js';
-import { bindListener } from '../../../src/proxy/bind-listener.js';
+import { isUnixSocketAlive } from '../../../src/egress/index.js';
+import { bindListener } from '../../../src/listen/bind-listener.js';
 import { waitFor } from '../../support/wait.js';
 
 let dir: string;
@@ -50,7 +51,7 @@ async function greeting(options: net.NetConnectOpts): Promise<string> {
 describe('bindListener: TCP', () => {
   it('binds 127.0.0.1 and reports the port actually bound for port 0', async () => {
     const s = server();
-    const bound = await bindListener(s, section('127.0.0.1:0'));
+    const bound = await bindListener(s, section('127.0.0.1:0'), isUnixSocketAlive);
     const port = (s.address() as net.AddressInfo).port;
     expect(bound).toEqual({ address: `127.0.0.1:${port}`, socketFile: null });
     expect(port).toBeGreaterThan(0);
@@ -59,7 +60,7 @@ describe('bindListener: TCP', () => {
 
   it('binds [::1] and reports it in brackets', async () => {
     const s = server();
-    const bound = await bindListener(s, section('[::1]:0'));
+    const bound = await bindListener(s, section('[::1]:0'), isUnixSocketAlive);
     const port = (s.address() as net.AddressInfo).port;
     expect(bound.address).toBe(`[::1]:${port}`);
     expect(await greeting({ host: '::1', port })).toBe('sluice');
@@ -71,7 +72,7 @@ describe('bindListener: TCP', () => {
     await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
     const port = (holder.address() as net.AddressInfo).port;
     const s = server();
-    await expect(bindListener(s, section(`127.0.0.1:${port}`))).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    await expect(bindListener(s, section(`127.0.0.1:${port}`), isUnixSocketAlive)).rejects.toMatchObject({ code: 'EADDRINUSE' });
     expect(s.listening).toBe(false);
     expect(s.listenerCount('error')).toBe(0);
     expect(await greeting({ host: '127.0.0.1', port })).toBe('holder');
@@ -82,7 +83,7 @@ describe('bindListener: Unix socket', () => {
   it('binds the socket file owner-only (0600) and reports the file it put in place', async () => {
     const file = path.join(dir, 'proxy.sock');
     const s = server();
-    const bound = await bindListener(s, section(`unix:${file}`));
+    const bound = await bindListener(s, section(`unix:${file}`), isUnixSocketAlive);
     const stat = fs.statSync(file);
     expect(bound).toEqual({ address: `unix:${file}`, socketFile: { path: file, ino: stat.ino } });
     expect(stat.isSocket()).toBe(true);
@@ -92,7 +93,7 @@ describe('bindListener: Unix socket', () => {
 
   it('makes the directory of a socket in a missing directory private (0700)', async () => {
     const file = path.join(dir, 'state', 'proxy.sock');
-    await bindListener(server(), section(`unix:${file}`));
+    await bindListener(server(), section(`unix:${file}`), isUnixSocketAlive);
     expect(fs.statSync(path.dirname(file)).mode & 0o777).toBe(0o700);
     expect(await greeting({ path: file })).toBe('sluice');
   });
@@ -103,7 +104,7 @@ describe('bindListener: Unix socket', () => {
   ])('gives the socket to socketGroup (%s) with mode 0660', async (_label, group) => {
     const gid = process.getgid?.() ?? 0;
     const file = path.join(dir, 'group.sock');
-    await bindListener(server(), section(`unix:${file}`, group(gid)));
+    await bindListener(server(), section(`unix:${file}`, group(gid)), isUnixSocketAlive);
     const stat = fs.statSync(file);
     expect(stat.mode & 0o777).toBe(0o660);
     expect(stat.gid).toBe(gid);
@@ -112,7 +113,7 @@ describe('bindListener: Unix socket', () => {
   it('refuses a socketGroup that names no group, binding nothing rather than falling back to another mode', async () => {
     const file = path.join(dir, 'nogroup.sock');
     const s = server();
-    await expect(bindListener(s, section(`unix:${file}`, 'sluice-no-such-group'))).rejects.toThrow('listener l: no group named sluice-no-such-group');
+    await expect(bindListener(s, section(`unix:${file}`, 'sluice-no-such-group'), isUnixSocketAlive)).rejects.toThrow('listener l: no group named sluice-no-such-group');
     expect(s.listening).toBe(false);
     expect(fs.existsSync(file)).toBe(false);
   });
@@ -123,7 +124,7 @@ describe('bindListener: Unix socket', () => {
     servers.push(holder);
     await new Promise<void>((resolve) => holder.listen(file, resolve));
     const s = server();
-    await expect(bindListener(s, section(`unix:${file}`))).rejects.toThrow(/path exists/);
+    await expect(bindListener(s, section(`unix:${file}`), isUnixSocketAlive)).rejects.toThrow(/path exists/);
     expect(s.listening).toBe(false);
     expect(await greeting({ path: file })).toBe('holder');
   });

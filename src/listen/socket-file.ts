@@ -1,0 +1,109 @@
+// Puts a Unix socket file at its path with a mode Sluice chose (0600, or 0660 for one group), never the
+// umask's (review 2026-12, finding 9; ADR 0014). Never removes or replaces a path something still answers
+// on, or that is not a socket. Every Unix socket Sluice listens on goes through here: the proxy's
+// listeners and the admin socket.
+//
+// The socket is bound inside a fresh 0700 directory beside its path, given its mode (and group) there,
+// then hard-linked into place. So the path never exists with any other mode: chmod after listen() would
+// leave a window in which another uid could connect() and queue a connection that is accepted later.
+// link() also refuses to replace a path that appeared meanwhile, where rename() would clobber it.
+import fs from 'node:fs/promises';
+import type net from 'node:net';
+import path from 'node:path';
+
+/** Owner only; with a socket group, owner and group. Applied before the path exists. */
+export const SOCKET_FILE_MODE = 0o600;
+export const GROUP_SOCKET_FILE_MODE = 0o660;
+
+/** sun_path holds 108 bytes with its NUL (unix(7)); a longer path must not be truncated silently. */
+const MAX_SOCKET_PATH_BYTES = 107;
+const PRIVATE_DIR_PREFIX = '.sluice-';
+
+/** Tells whether something answers on a Unix socket path; app.ts and proxy/ pass egress's `isUnixSocketAlive`. */
+export type UnixSocketProbe = (file: string) => Promise<boolean>;
+
+/** The file this listener put in place: removed on close only if it is still that file (same inode). */
+export interface SocketFile {
+  readonly path: string;
+  readonly ino: number;
+}
+
+/**
+ * Why a socket file could not be put in place: `not-a-socket` and `in-use` (something is at the path
+ * already), `too-long` (no room for the private directory in sun_path), `group` (chown refused), `link`
+ * (linking into place failed; `cause` is the error of link()). The message is worded for a listener,
+ * `unix:<path>: …`; a caller with its own key to name (admin.listen) rewords it by `refusal`.
+ */
+export class SocketFileError extends Error {
+  constructor(
+    readonly file: string,
+    readonly refusal: 'not-a-socket' | 'in-use' | 'too-long' | 'group' | 'link',
+    why: string,
+    options?: ErrorOptions,
+  ) {
+    super(`unix:${file}: ${why}`, options);
+  }
+}
+
+const PATH_TAKEN = 'the path exists and something answers on it, or it is not a socket';
+
+/**
+ * Binds `server` to the Unix socket `file`, mode 0600 (or 0660 and group `gid`), and returns the file. A
+ * socket file there that `probe` finds dead (left by a crash) is removed first; anything else at the path
+ * is refused, and nothing is listening when this rejects.
+ */
+export async function bindUnixSocket(server: net.Server, file: string, gid: number | null, probe: UnixSocketProbe): Promise<SocketFile> {
+  // A missing directory is created private (`unix:./state/a.sock` on a fresh machine; docs/configuration.md).
+  await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+  await removeStaleSocket(file, probe);
+  const privateDir = await fs.mkdtemp(path.join(path.dirname(file), PRIVATE_DIR_PREFIX));
+  const staged = path.join(privateDir, 's');
+  try {
+    const bytes = Buffer.byteLength(staged);
+    if (bytes > MAX_SOCKET_PATH_BYTES) {
+      throw new SocketFileError(file, 'too-long', `the path is too long to bind privately first (${bytes} of ${MAX_SOCKET_PATH_BYTES} bytes); choose a shorter one`);
+    }
+    await listenOnPath(server, staged);
+    await fs.chmod(staged, gid === null ? SOCKET_FILE_MODE : GROUP_SOCKET_FILE_MODE);
+    if (gid !== null) {
+      await fs.chown(staged, -1, gid).catch((error: NodeJS.ErrnoException) => {
+        throw new SocketFileError(file, 'group', `cannot give the socket to group ${gid} (${error.code}); Sluice's user must be root or a member of that group`, { cause: error });
+      });
+    }
+    await fs.link(staged, file).catch((error: NodeJS.ErrnoException) => {
+      throw new SocketFileError(file, 'link', error.code === 'EEXIST' ? PATH_TAKEN : error.message, { cause: error });
+    });
+    return { path: file, ino: (await fs.stat(file)).ino };
+  } catch (error) {
+    if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
+    throw error;
+  } finally {
+    await fs.rm(privateDir, { recursive: true, force: true });
+  }
+}
+
+/** After close: the file goes only if it is still ours (a later Sluice may have taken the path). */
+export async function removeSocketFile(socketFile: SocketFile | null): Promise<void> {
+  if (socketFile === null) return;
+  const stat = await fs.lstat(socketFile.path).catch(() => null);
+  if (stat !== null && stat.isSocket() && stat.ino === socketFile.ino) await fs.unlink(socketFile.path).catch(() => undefined);
+}
+
+function listenOnPath(server: net.Server, file: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(file, () => {
+      server.removeListener('error', reject);
+      resolve();
+    });
+  });
+}
+
+/** A socket file left by a crashed run blocks the path: removed only when nothing answers on it. */
+async function removeStaleSocket(file: string, probe: UnixSocketProbe): Promise<void> {
+  const stat = await fs.lstat(file).catch(() => null);
+  if (stat === null) return;
+  if (!stat.isSocket()) throw new SocketFileError(file, 'not-a-socket', PATH_TAKEN);
+  if (await probe(file)) throw new SocketFileError(file, 'in-use', PATH_TAKEN);
+  await fs.unlink(file);
+}
