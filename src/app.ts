@@ -4,7 +4,7 @@ import net from 'node:net';
 import { ProxyError, type ControlResult, type LookupAll, type LookupAnswer, type ProxyControl } from './core/index.js';
 import { loadConfig, type Config, type ConfigIssue } from './config/index.js';
 import { canonicalizeHost } from './authority/index.js';
-import { Ledger, LedgerStore, type GrantRecord } from './ledger/index.js';
+import { FleetSync, Ledger, LedgerStore, RedisLedgerStore, type GrantRecord } from './ledger/index.js';
 import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSystemLookup, type ReadInterfaces } from './resolve/index.js';
 import { buildRoutes, type PacSource } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive } from './egress/index.js';
@@ -15,6 +15,9 @@ import { createFileSink, createOperationalLog, type AuditSink, type OperationalL
 import { AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
 import { startListeners, stopListeners, type BoundListener, type HttpLimits, type ProxyRuntime } from './proxy/index.js';
 import { checkSocketGroups } from './listen/index.js';
+
+/** How often a fleet instance polls the shared store's revision, beside its notifications (docs/fleet.md). */
+const FLEET_POLL_MS = 25;
 
 export interface AppOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -79,7 +82,7 @@ function selfListeners(config: Config): string[] {
 export async function buildRuntime(
   config: Config,
   options: AppOptions,
-): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null; pac: PacSource | null; tokens: ReadonlyMap<string, Buffer> }>> {
+): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null; pac: PacSource | null; tokens: ReadonlyMap<string, Buffer>; freshness: { isFresh: () => boolean } }>> {
   const self = new SelfAddresses(selfListeners(config), new HostAddresses(options.hostInterfaces, options.hostRefreshMs));
   const hosts = compileHosts(config.dns.hosts);
   const issues = [
@@ -137,6 +140,8 @@ export async function buildRuntime(
   // Series exist only for configured listeners (bounded labels); without admin.metrics nothing is counted.
   const metrics = config.admin.metrics === undefined ? new NoopMetrics() : new Metrics({ listeners: [...config.listeners.map((l) => l.name), DEDICATED_LISTENER_NAME] });
   metricsRef.current = metrics;
+  // The file store is always fresh; startApp points this at the fleet sync on the Redis store.
+  const freshness = { isFresh: (): boolean => true };
   const runtime: ProxyRuntime = {
     gate: new ConnectionGate(config.limits.maxConnections),
     authThrottle: new AuthThrottle({ perGrantId: config.limits.authFailuresPerMinute, perSource: config.limits.authFailuresPerMinutePerSource }, Date.now),
@@ -158,8 +163,9 @@ export async function buildRuntime(
     dial: dialOptions,
     upstream: upstreamOptions,
     relay: { idleTimeoutMs: config.timeouts.idleMs },
+    ledgerFresh: () => freshness.isFresh(),
   };
-  return { ok: true, value: { runtime, self, pacError, pac, tokens: tokens.value } };
+  return { ok: true, value: { runtime, self, pacError, pac, tokens: tokens.value, freshness } };
 }
 
 /** Installs config grants, replacing earlier config grants; `revoked` ids load revoked. Returns connections ended. */
@@ -182,12 +188,43 @@ function installRecord(registry: GrantRegistry, record: GrantRecord, log: Operat
   registry.install([{ grant: compiled.value, tokenSha256: record.tokenSha256 === null ? null : Buffer.from(record.tokenSha256, 'hex') }]);
 }
 
+/** The Redis store of `ledger.store: redis`, connected and checked; null for the file store. */
+async function openSharedStore(config: Config, env: AppOptions['env']): Promise<RedisLedgerStore | null> {
+  const redis = config.ledger.redis;
+  if (config.ledger.store !== 'redis' || redis === undefined) return null;
+  const url = redis.url ?? (redis.urlEnv === undefined ? undefined : env[redis.urlEnv]);
+  if (url === undefined || url === '') throw new ProxyError('ERR_CONFIG_INVALID', `ledger.redis.urlEnv: environment variable ${redis.urlEnv ?? ''} is not set`);
+  return RedisLedgerStore.open({ url, keyPrefix: redis.keyPrefix, commandTimeoutMs: Math.min(1000, config.ledger.maxStaleMs) });
+}
+
+/** Changes other instances made reach the grants in force here: a revocation ends live connections at once. */
+async function startFleetSync(ledger: Ledger, store: RedisLedgerStore, config: Config, runtime: ProxyRuntime): Promise<FleetSync> {
+  const { registry, log } = runtime;
+  ledger.onRemote((change) => {
+    if (change.kind === 'issued') installRecord(registry, change.record, log);
+    else if (change.kind === 'revoked') registry.revoke(change.id);
+    else registry.forget(change.id);
+  });
+  const sync = new FleetSync(ledger, store, {
+    pollMs: FLEET_POLL_MS,
+    maxStaleMs: config.ledger.maxStaleMs,
+    now: Date.now,
+    onStoreState: (up, detail) => (up ? log.info({ store: store.label }, detail) : log.error({ store: store.label }, detail)),
+  });
+  await sync.start();
+  return sync;
+}
+
 export async function startApp(config: Config, options: AppOptions): Promise<SluiceApp> {
   const built = await buildRuntime(config, options);
   if (!built.ok) throw new ProxyError('ERR_CONFIG_INVALID', built.issues.map((i) => `${i.path}: ${i.message}`).join('\n'));
-  const { runtime, self, pac, tokens } = built.value;
+  const { runtime, self, pac, tokens, freshness } = built.value;
   const registry = runtime.registry;
-  const ledger = await Ledger.open(new LedgerStore(config.state));
+  const shared = await openSharedStore(config, options.env);
+  const ledger = await Ledger.open(new LedgerStore(config.state), undefined, shared).catch(async (error: unknown) => {
+    await shared?.close();
+    throw error;
+  });
   ledger.setConfigGrants(config.grants);
   // Revocations outlive restarts: a config grant revoked at run time loads revoked.
   const revokedConfig = new Set(ledger.list().filter((r) => r.source === 'config' && r.revokedAt !== null).map((r) => r.id));
@@ -211,6 +248,9 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
       await dedicated.open(record.id, listen).catch((error: Error) => runtime.log.error({ grant: record.id }, `cannot reopen dedicated listener: ${error.message}`));
     }
   }
+
+  const sync = shared === null ? null : await startFleetSync(ledger, shared, config, runtime);
+  if (sync !== null) freshness.isFresh = () => sync.isFresh();
 
   let current = config;
   async function reload(): Promise<ControlResult<{ endedConnections: number }>> {
@@ -237,9 +277,11 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     registry,
     dedicated,
     reload,
+    ledgerFresh: () => freshness.isFresh(),
     readiness: () => {
       // A balancer must stop sending while the listeners are shut and live connections drain.
       if (closing) return { ready: false, detail: 'draining: shutting down' };
+      if (!freshness.isFresh()) return { ready: false, detail: 'the shared ledger store is out of reach (ledger.maxStaleMs)' };
       return pac !== null && pac.current === null ? { ready: false, detail: 'no PAC script loaded' } : { ready: true, detail: 'listening' };
     },
   });
@@ -286,6 +328,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
       await Promise.all([stopListeners(listeners, drainMs), dedicated.closeAll(drainMs)]);
       await admin?.close();
       await metricsServer?.close();
+      await sync?.stop();
       registry.close();
       runtime.routes.close();
       await runtime.forwardAgent.close();

@@ -39,6 +39,11 @@ async function runStart(options: { config: string }): Promise<void> {
       process.stderr.write(`${options.config}: invalid\n${error.message.replace(/^/gm, '  ')}\n`);
       process.exit(EXIT_CONFIG);
     }
+    // The shared ledger store cannot be used: never start unable to learn revocations (docs/fleet.md).
+    if (error instanceof ProxyError && error.code.startsWith('ERR_LEDGER_')) {
+      process.stderr.write(`sluice start: ${error.message}\n`);
+      process.exit(1);
+    }
     throw error;
   }
   const log = app.runtime.log;

@@ -77,6 +77,7 @@ function crossCheck(config: ConfigFile): ConfigIssue[] {
     issues.push(...listenerExposure(listener, i));
   });
   issues.push(...adminExposure(config.admin));
+  issues.push(...ledgerStore(config.ledger));
   if (config.route.mode === 'proxy' && config.route.proxy === undefined) {
     issues.push({ path: 'route.proxy', message: 'route.mode is proxy but route.proxy is missing' });
   }
@@ -139,4 +140,13 @@ export function deepFreeze<T>(value: T): T {
     for (const inner of Object.values(value as Record<string, unknown>)) deepFreeze(inner);
   }
   return value;
+}
+
+/** The Redis store needs exactly one of url and urlEnv; the file store takes no redis section. */
+function ledgerStore(ledger: ConfigFile['ledger']): ConfigIssue[] {
+  if (ledger.store === 'file') return ledger.redis === undefined ? [] : [{ path: 'ledger.redis', message: 'only with ledger.store: redis' }];
+  const redis = ledger.redis;
+  if (redis === undefined) return [{ path: 'ledger.redis', message: 'ledger.store: redis needs redis.url or redis.urlEnv' }];
+  if ((redis.url === undefined) === (redis.urlEnv === undefined)) return [{ path: 'ledger.redis.url', message: 'give exactly one of url and urlEnv' }];
+  return [];
 }

@@ -116,6 +116,20 @@ export const configSchema = z.strictObject({
     })
     .prefault({}),
   state: z.string().min(1).default(Defaults.state),
+  /** Where grants and revocations live: the state directory (one instance) or Redis (a fleet; docs/fleet.md). */
+  ledger: z
+    .strictObject({
+      store: z.enum(['file', 'redis']).default(Defaults.ledger.store),
+      redis: z
+        .strictObject({
+          url: z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL').optional(),
+          urlEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment variable name').optional(),
+          keyPrefix: z.string().max(64).default(Defaults.ledger.keyPrefix),
+        })
+        .optional(),
+      maxStaleMs: z.number().int().min(50).max(600_000).default(Defaults.ledger.maxStaleMs),
+    })
+    .prefault({}),
   dns: z
     .strictObject({
       servers: z

@@ -14,6 +14,7 @@ export const PROXY_ERROR_TYPES: Partial<Record<ReasonCode, string>> = {
   expectation_unsupported: 'http_request_error',
   connections_exhausted: 'proxy_internal_error',
   internal_error: 'proxy_internal_error',
+  ledger_unavailable: 'proxy_internal_error',
   auth_rate_limited: 'http_request_denied',
   sni_mismatch: 'http_request_denied',
   dns_busy: 'dns_error',

@@ -1,7 +1,7 @@
 // The closed table of decision reason codes: each code's HTTP status and human message, declared once.
 // Codes are never renamed or reused; docs/reason-codes.md is checked against this table by a test.
 
-export type ReasonStatus = 200 | 400 | 403 | 407 | 408 | 417 | 429 | 500 | 502 | 504;
+export type ReasonStatus = 200 | 400 | 403 | 407 | 408 | 417 | 429 | 500 | 502 | 503 | 504;
 type ReasonSpec = { readonly status: ReasonStatus; readonly message: string };
 
 export const Reasons = {
@@ -54,6 +54,7 @@ export const Reasons = {
   origin_timeout: { status: 504, message: 'the origin did not answer in time' },
   client_gone: { status: 400, message: 'the client closed the connection before the hop completed' },
   upgrade_unsupported: { status: 400, message: 'protocol upgrades in absolute form are not supported; use CONNECT' },
+  ledger_unavailable: { status: 503, message: 'this instance has not reached the shared ledger store for longer than ledger.maxStaleMs' },
   internal_error: { status: 500, message: 'Sluice failed while handling the request; the connection was closed' },
 } as const satisfies Record<string, ReasonSpec>;
 

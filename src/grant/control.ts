@@ -1,7 +1,7 @@
 // The ProxyControl port the admin API drives: issue, list, revoke, generation revoke, reload, readiness.
 // Every change goes to the ledger first (durable), then to the grants in force; a token is returned
 // once, by issue, and is in no view, log line or state file.
-import type { ControlIssue, ControlResult, GrantView, ProxyControl } from '../core/index.js';
+import { ProxyError, type ControlIssue, type ControlResult, type GrantView, type ProxyControl } from '../core/index.js';
 import { formatKeyPath, grantSpecSchema, type GrantSpec } from '../config/index.js';
 import type { GrantRecord, Ledger } from '../ledger/index.js';
 import type { DedicatedListeners } from './dedicated-listeners.js';
@@ -13,6 +13,20 @@ export interface ControlDeps {
   readonly dedicated: DedicatedListeners;
   readonly reload: () => Promise<ControlResult<{ readonly endedConnections: number }>>;
   readonly readiness: () => { readonly ready: boolean; readonly detail: string };
+  /** False while a shared ledger store is out of reach for longer than ledger.maxStaleMs. */
+  readonly ledgerFresh: () => boolean;
+}
+
+const STALE: ControlIssue = { path: 'ledger', message: 'this instance has not reached the shared ledger store within ledger.maxStaleMs; nothing was changed' };
+
+/** A change the shared store could not take: 503 ledger_unavailable with the store's reason (never a password). */
+async function throughStore<T>(action: () => Promise<ControlResult<T>>): Promise<ControlResult<T>> {
+  try {
+    return await action();
+  } catch (error) {
+    if (error instanceof ProxyError && error.code === 'ERR_LEDGER_STORE_UNAVAILABLE') return fail(503, 'ledger_unavailable', [{ path: 'ledger', message: error.message }]);
+    throw error;
+  }
 }
 
 function fail<T>(status: 400 | 404 | 409 | 500 | 503, reason: string, issues: readonly ControlIssue[] = []): ControlResult<T> {
@@ -74,8 +88,7 @@ export function createControl(deps: ControlDeps): ProxyControl {
   async function revokeGrant(id: string): Promise<ControlResult<{ grant: GrantView; endedConnections: number }>> {
     if (ledger.get(id) === undefined) return fail(404, 'grant_not_found');
     const ended = registry.revoke(id);
-    const record = await ledger.revoke(id);
-    await dedicated.close(id);
+    const record = await ledger.revoke(id).finally(() => dedicated.close(id));
     if (record === undefined) return fail(404, 'grant_not_found');
     return { ok: true, value: { grant: view(record), endedConnections: ended } };
   }
@@ -89,8 +102,7 @@ export function createControl(deps: ControlDeps): ProxyControl {
     const active = registry.activeConnections(id);
     const listen = dedicated.addressOf(id) ?? record.spec.listen ?? null;
     const ended = registry.forget(id);
-    const forgotten = await ledger.forget(id);
-    await dedicated.close(id);
+    const forgotten = await ledger.forget(id).finally(() => dedicated.close(id));
     return { ok: true, value: { grant: toGrantView(forgotten ?? record, registry, listen, used, active), endedConnections: ended } };
   }
 
@@ -98,21 +110,30 @@ export function createControl(deps: ControlDeps): ProxyControl {
     let ended = 0;
     const ids = ledger.list().filter((r) => r.spec.generation === generation && r.revokedAt === null).map((r) => r.id);
     for (const id of ids) ended += registry.revoke(id);
-    await ledger.revokeGeneration(generation);
-    for (const id of ids) await dedicated.close(id);
+    await ledger.revokeGeneration(generation).finally(async () => {
+      for (const id of ids) await dedicated.close(id);
+    });
     return { ok: true, value: { revoked: ids, endedConnections: ended } };
   }
 
+  // Stale, an instance issues nothing: it could not tell the fleet, nor knows what the fleet did meanwhile.
+  // A revocation only narrows authority, so it always takes effect here at once; if the store cannot take
+  // it, the answer is 503 and the ledger retries until the store does.
+  const guarded = <A extends unknown[], T>(action: (...args: A) => Promise<ControlResult<T>>) =>
+    (...args: A): Promise<ControlResult<T>> => (deps.ledgerFresh() ? throughStore(() => action(...args)) : Promise.resolve(fail(503, 'ledger_unavailable', [STALE])));
+  const narrowing = <A extends unknown[], T>(action: (...args: A) => Promise<ControlResult<T>>) =>
+    (...args: A): Promise<ControlResult<T>> => throughStore(() => action(...args));
+
   return {
-    issueGrant,
+    issueGrant: guarded(issueGrant),
     listGrants: () => ledger.list().map(view),
     getGrant: (id) => {
       const record = ledger.get(id);
       return record === undefined ? undefined : view(record);
     },
-    revokeGrant,
-    forgetGrant,
-    revokeGeneration,
+    revokeGrant: narrowing(revokeGrant),
+    forgetGrant: narrowing(forgetGrant),
+    revokeGeneration: narrowing(revokeGeneration),
     reload: deps.reload,
     readiness: deps.readiness,
   };

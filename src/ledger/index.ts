@@ -1,3 +1,6 @@
 // The ledger module: grants over time and their persistence.
 export * from './ledger.js';
 export * from './store.js';
+export * from './shared-store.js';
+export * from './redis-store.js';
+export * from './fleet-sync.js';

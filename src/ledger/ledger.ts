@@ -6,6 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ProxyError } from '../core/index.js';
 import type { GrantSection, GrantSpec } from '../config/index.js';
+import type { LedgerChange, LedgerSnapshot, SharedLedgerStore } from './shared-store.js';
 import type { LedgerStore } from './store.js';
 
 export interface GrantRecord {
@@ -28,6 +29,12 @@ interface PersistedState {
 
 export type LedgerEvent = { readonly kind: 'revoked'; readonly record: GrantRecord } | { readonly kind: 'issued'; readonly record: GrantRecord };
 
+/** A change another instance made, as this instance learns it from the shared store. */
+export type RemoteChange =
+  | { readonly kind: 'issued'; readonly record: GrantRecord }
+  | { readonly kind: 'revoked'; readonly id: string; readonly at: string }
+  | { readonly kind: 'forgot'; readonly id: string };
+
 /** 256 bits from the CSPRNG, base64url: opaque, unguessable, safe in a proxy URL's password. */
 export function newToken(): string {
   return `sluice_${randomBytes(32).toString('base64url')}`;
@@ -46,14 +53,25 @@ export class Ledger {
   private readonly records = new Map<string, GrantRecord>();
   private readonly revoked = new Map<string, string>();
   private readonly listeners = new Set<(event: LedgerEvent) => void>();
+  private readonly remoteListeners = new Set<(change: RemoteChange) => void>();
+  /** Revocations made here that the shared store has not taken yet (it was away): retried by sync. */
+  private readonly unsent = new Map<string, { readonly kind: 'revoke' | 'forget'; readonly at: string }>();
+  /** The shared store's revision this instance has applied (0 with the file store). */
+  revision = 0;
 
   private constructor(
     private readonly store: LedgerStore,
     private readonly now: () => Date,
+    private readonly shared: SharedLedgerStore | null,
   ) {}
 
-  static async open(store: LedgerStore, now: () => Date = () => new Date()): Promise<Ledger> {
-    const ledger = new Ledger(store, now);
+  /**
+   * Opens the ledger from the state directory and, with a shared store, from the store: the state file
+   * then keeps this instance's tombstones, so a revoked grant never comes back even if the store
+   * comes back empty (docs/fleet.md).
+   */
+  static async open(store: LedgerStore, now: () => Date = () => new Date(), shared: SharedLedgerStore | null = null): Promise<Ledger> {
+    const ledger = new Ledger(store, now, shared);
     let state: unknown;
     try {
       state = await store.read();
@@ -61,7 +79,16 @@ export class Ledger {
       throw new ProxyError('ERR_LEDGER_UNREADABLE', `cannot read ${store.file}: ${(error as Error).message}`, { cause: error });
     }
     if (state !== null) ledger.restore(state);
+    if (shared !== null) {
+      // Run-time grants live in the shared store; the file's only authority is its tombstones.
+      for (const [id, record] of ledger.records) if (record.source === 'runtime') ledger.records.delete(id);
+      await ledger.resync(await shared.load());
+    }
     return ledger;
+  }
+
+  get isShared(): boolean {
+    return this.shared !== null;
   }
 
   private restore(state: unknown): void {
@@ -79,7 +106,7 @@ export class Ledger {
   private persist(): Promise<void> {
     const state: PersistedState = {
       v: 1,
-      runtime: [...this.records.values()].filter((r) => r.source === 'runtime'),
+      runtime: this.shared === null ? [...this.records.values()].filter((r) => r.source === 'runtime') : [],
       revoked: [...this.revoked].map(([id, at]) => ({ id, at })),
     };
     return this.store.write(state);
@@ -109,6 +136,8 @@ export class Ledger {
     while (this.records.has(id) || this.revoked.has(id));
     const token = newToken();
     const record: GrantRecord = { id, source: 'runtime', spec, tokenSha256: tokenSha256Hex(token), issuedAt: this.now().toISOString(), revokedAt: null };
+    // Shared: the store takes it first (it refuses an id taken anywhere in the fleet); an error is thrown.
+    if (this.shared !== null && !(await this.shared.issue(record))) return this.issue(spec);
     this.records.set(id, record);
     await this.persist();
     this.emit({ kind: 'issued', record });
@@ -127,7 +156,26 @@ export class Ledger {
     // Live connections end before the write completes: revocation must not wait on the disk.
     this.emit({ kind: 'revoked', record: revoked });
     await this.persist();
+    await this.send(id, 'revoke', at);
     return revoked;
+  }
+
+  /** Hands a revocation to the shared store; kept for sync to retry when the store is away, then thrown. */
+  private async send(id: string, kind: 'revoke' | 'forget', at: string): Promise<void> {
+    if (this.shared === null) return;
+    try {
+      if (kind === 'revoke') await this.shared.revoke(id, at);
+      else await this.shared.forget(id, at);
+      this.unsent.delete(id);
+    } catch (error) {
+      this.unsent.set(id, { kind, at });
+      throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `revoked on this instance; the ledger store ${this.shared.label} did not take it yet (${(error as Error).message}), it is retried until it does`, { cause: error });
+    }
+  }
+
+  /** Retries the revocations the shared store did not take. */
+  async sendUnsent(): Promise<void> {
+    for (const [id, { kind, at }] of [...this.unsent]) await this.send(id, kind, at);
   }
 
   /**
@@ -143,16 +191,24 @@ export class Ledger {
     this.revoked.delete(id);
     if (record.revokedAt === null) this.emit({ kind: 'revoked', record: revoked });
     await this.persist();
+    await this.send(id, 'forget', revoked.revokedAt ?? this.now().toISOString());
     return revoked;
   }
 
   async revokeGeneration(generation: string): Promise<GrantRecord[]> {
     const matching = [...this.records.values()].filter((r) => r.spec.generation === generation && r.revokedAt === null);
     const done: GrantRecord[] = [];
+    // Every grant of the generation is revoked here even when the shared store is away; then the first
+    // store error is thrown (the store gets them when it is back).
+    let storeError: unknown = null;
     for (const record of matching) {
-      const revoked = await this.revoke(record.id);
+      const revoked = await this.revoke(record.id).catch((error: unknown) => {
+        storeError ??= error;
+        return this.records.get(record.id);
+      });
       if (revoked !== undefined) done.push(revoked);
     }
+    if (storeError !== null) throw storeError;
     return done;
   }
 
@@ -162,6 +218,73 @@ export class Ledger {
 
   list(): GrantRecord[] {
     return [...this.records.values()];
+  }
+
+  /** Applies changes read from the shared store's log, in order; each one once. */
+  async applyChanges(changes: readonly LedgerChange[]): Promise<void> {
+    let touched = false;
+    for (const change of changes) {
+      if (change.revision <= this.revision) continue;
+      this.revision = change.revision;
+      if (change.kind === 'issued') {
+        if (this.records.has(change.record.id) || this.revoked.has(change.record.id)) continue;
+        this.records.set(change.record.id, change.record);
+        this.emitRemote({ kind: 'issued', record: change.record });
+      } else if (change.kind === 'revoked') touched = this.learnRevoked(change.id, change.at) || touched;
+      else {
+        const record = this.records.get(change.id);
+        if (record?.source !== 'runtime') continue;
+        this.records.delete(change.id);
+        this.revoked.delete(change.id);
+        this.unsent.delete(change.id);
+        touched = true;
+        this.emitRemote({ kind: 'forgot', id: change.id });
+      }
+    }
+    if (touched) await this.persist();
+  }
+
+  private learnRevoked(id: string, at: string): boolean {
+    if (this.revoked.has(id)) return false;
+    this.revoked.set(id, at);
+    const record = this.records.get(id);
+    if (record !== undefined) this.records.set(id, { ...record, revokedAt: at });
+    this.emitRemote({ kind: 'revoked', id, at });
+    return true;
+  }
+
+  /**
+   * Makes this instance's table the store's: revocations first (live connections of a grant revoked
+   * meanwhile end), then grants the store no longer has end too (fail closed), then new grants. A
+   * tombstone the store lost is written back, so a revoked grant never returns.
+   */
+  async resync(snapshot: LedgerSnapshot): Promise<void> {
+    for (const [id, at] of snapshot.revoked) this.learnRevoked(id, at);
+    const remote = new Map(snapshot.runtime.map((r) => [r.id, r]));
+    for (const [id, record] of [...this.records]) {
+      if (record.source !== 'runtime' || remote.has(id)) continue;
+      this.records.delete(id);
+      this.emitRemote({ kind: 'forgot', id });
+    }
+    for (const record of snapshot.runtime) {
+      if (this.records.has(record.id)) continue;
+      const revokedAt = this.revoked.get(record.id) ?? null;
+      this.records.set(record.id, { ...record, revokedAt });
+      if (revokedAt === null) this.emitRemote({ kind: 'issued', record });
+    }
+    this.revision = snapshot.revision;
+    const lost = new Map([...this.revoked].filter(([id]) => !snapshot.revoked.has(id)));
+    if (lost.size > 0 && this.shared !== null) await this.shared.restoreTombstones(lost);
+    await this.persist();
+  }
+
+  onRemote(listener: (change: RemoteChange) => void): () => void {
+    this.remoteListeners.add(listener);
+    return () => this.remoteListeners.delete(listener);
+  }
+
+  private emitRemote(change: RemoteChange): void {
+    for (const listener of this.remoteListeners) listener(change);
   }
 
   subscribe(listener: (event: LedgerEvent) => void): () => void {

@@ -15,6 +15,11 @@ export function identifyHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, 
 
 /** `header` is a Proxy-Authorization value (SOCKS5 credentials arrive converted to Basic). */
 export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, header: string | undefined, headerCount: number): RuntimeGrant | null {
+  // A fleet instance cut off from the shared ledger cannot know what was revoked meanwhile: fail closed.
+  if (!rt.ledgerFresh()) {
+    hop.fail('ledger_unavailable', 'the shared ledger store has not answered within ledger.maxStaleMs');
+    return null;
+  }
   if (rt.maxHeaderCount > 0 && headerCount > rt.maxHeaderCount) {
     hop.fail('headers_too_large', `more than ${rt.maxHeaderCount} header fields`);
     return null;

@@ -72,6 +72,7 @@ function statusText(status: number): string {
     case 417: return 'Expectation Failed';
     case 429: return 'Too Many Requests';
     case 500: return 'Internal Server Error';
+    case 503: return 'Service Unavailable';
     case 502: return 'Bad Gateway';
     case 504: return 'Gateway Timeout';
     default: return 'OK';

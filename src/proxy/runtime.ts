@@ -22,6 +22,8 @@ export interface ProxyRuntime extends DecideDeps {
   readonly maxHeaderCount: number;
   /** How long a client has to send its ClientHello when the grant checks SNI. */
   readonly handshakeTimeoutMs: number;
+  /** False while a shared ledger store has not answered for longer than ledger.maxStaleMs (always true on the file store). */
+  readonly ledgerFresh: () => boolean;
 }
 
 /** A grant's relay limits: its own idle timeout when it is shorter than the proxy's, never longer. */

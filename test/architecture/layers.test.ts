@@ -28,6 +28,7 @@ const PACKAGE_OWNERS: Readonly<Record<string, string>> = {
   pino: 'audit',
   'prom-client': 'telemetry',
   commander: 'main',
+  ioredis: 'ledger',
 };
 
 interface SourceFile {

@@ -113,7 +113,7 @@ describe('address classifier (fast-check)', () => {
 
 // ── 2. the reason-code table and Proxy-Status ─────────────────────────────────────────────────────
 
-const ALLOWED_STATUS = new Set([200, 400, 403, 407, 408, 417, 429, 500, 502, 504]);
+const ALLOWED_STATUS = new Set([200, 400, 403, 407, 408, 417, 429, 500, 502, 503, 504]);
 /** RFC 9209 §2.3 proxy error types (IANA "HTTP Proxy-Status Parameters / Proxy Error Types"). */
 const RFC9209_ERROR_TYPES = new Set([
   'dns_timeout', 'dns_error', 'destination_not_found', 'destination_unavailable', 'destination_ip_prohibited',
@@ -150,7 +150,7 @@ function parseProxyStatusMember(value: string): { item: string; params: Map<stri
 describe('reason codes and Proxy-Status (RFC 9209)', () => {
   const codes = Object.keys(Reasons) as ReasonCode[];
 
-  it('every code has a status in {200,400,403,407,408,417,429,500,502,504} and a non-empty one-line message', () => {
+  it('every code has a status in {200,400,403,407,408,417,429,500,502,503,504} and a non-empty one-line message', () => {
     expect(codes.length).toBeGreaterThan(10);
     for (const code of codes) {
       expect(isReasonCode(code)).toBe(true);

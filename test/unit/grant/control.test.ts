@@ -92,6 +92,7 @@ async function build(configGrants: Record<string, unknown>[] = []): Promise<Setu
     dedicated,
     reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0 } }),
     readiness: () => ({ ready: true, detail: 'listening' }),
+    ledgerFresh: () => true,
   });
   return { dir, ledger, registry, port, dedicated, control };
 }

@@ -53,7 +53,7 @@ function fixture(options: { limits?: Record<string, unknown>; maxHeaderCount?: n
     registry.install([{ grant: compiled.value, tokenSha256: sha256(token) }]);
   }
   const throttle = new AuthThrottle({ perGrantId: PER_GRANT_ID, perSource: PER_SOURCE }, () => f.now);
-  const rt = { registry, authThrottle: throttle, maxHeaderCount: options.maxHeaderCount ?? MAX_HEADERS, now: () => f.now };
+  const rt = { registry, authThrottle: throttle, maxHeaderCount: options.maxHeaderCount ?? MAX_HEADERS, now: () => f.now, ledgerFresh: () => true };
   return Object.assign(f, { rt: rt as unknown as ProxyRuntime, registry, throttle });
 }
 

@@ -1,0 +1,217 @@
+// The shared ledger store on Redis (ADR 0017). Keys under one prefix, so fleets can share a server:
+//   <p>grants   hash  id → run-time GrantRecord (JSON; token hash only, never a token)
+//   <p>revoked  hash  id → revokedAt (tombstones, config and run-time grants alike)
+//   <p>rev      int   the revision, bumped by every change
+//   <p>log      stream, entry id `<rev>-1`: kind, id, at, record (trimmed to about LOG_LENGTH entries)
+//   channel <p>changes: the new revision, published by every change
+// Each change is one Lua script, so the record, the tombstone, the revision, the log entry and the
+// notification are one atomic step. Pub/sub alone can lose a message: instances also poll `rev`.
+import { Redis } from 'ioredis';
+import { ProxyError } from '../core/index.js';
+import type { GrantRecord } from './ledger.js';
+import type { LedgerChange, LedgerSnapshot, SharedLedgerStore } from './shared-store.js';
+
+const LOG_LENGTH = 10_000;
+
+const ISSUE = `
+if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 or redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+local rev = redis.call('INCR', KEYS[2])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], rev .. '-1', 'kind', 'issued', 'id', ARGV[2], 'at', '', 'record', ARGV[3])
+redis.call('PUBLISH', ARGV[1], rev)
+return rev`;
+
+const REVOKE = `
+if redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1 then return 0 end
+redis.call('HSET', KEYS[4], ARGV[2], ARGV[3])
+local rev = redis.call('INCR', KEYS[2])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], rev .. '-1', 'kind', 'revoked', 'id', ARGV[2], 'at', ARGV[3], 'record', '')
+redis.call('PUBLISH', ARGV[1], rev)
+return rev`;
+
+// A forgotten run-time grant leaves no record and no tombstone (its id is random and never reissued),
+// so the store stays bounded however many runs there are; the log entry tells the other instances.
+const FORGET = `
+if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 0 then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[2])
+redis.call('HDEL', KEYS[4], ARGV[2])
+local rev = redis.call('INCR', KEYS[2])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], rev .. '-1', 'kind', 'forgot', 'id', ARGV[2], 'at', ARGV[3], 'record', '')
+redis.call('PUBLISH', ARGV[1], rev)
+return rev`;
+
+// Tombstones the store lost come back with a revision bump and no log entry, so every instance reads
+// the whole table again (a log shorter than the revision means resync).
+const RESTORE = `
+local added = 0
+for i = 2, #ARGV, 2 do
+  added = added + redis.call('HSETNX', KEYS[4], ARGV[i], ARGV[i + 1])
+  redis.call('HDEL', KEYS[1], ARGV[i])
+end
+if added == 0 then return 0 end
+local rev = redis.call('INCR', KEYS[2])
+redis.call('PUBLISH', ARGV[1], rev)
+return rev`;
+
+type Script = (keys: readonly string[], args: readonly (string | number)[]) => Promise<unknown>;
+
+/** The URL without its password, for logs and errors. */
+export function redactRedisUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password !== '') u.password = '***';
+    return u.toString();
+  } catch {
+    return 'redis://(unparsable URL)';
+  }
+}
+
+function parseRecord(json: string, where: string): GrantRecord {
+  try {
+    const record = JSON.parse(json) as GrantRecord;
+    if (typeof record.id !== 'string' || typeof record.spec !== 'object') throw new Error('not a grant record');
+    return { ...record, source: 'runtime', revokedAt: null };
+  } catch (error) {
+    throw new ProxyError('ERR_LEDGER_STORE_CORRUPT', `${where}: ${(error as Error).message}`);
+  }
+}
+
+function fieldsOf(entry: [string, string[]]): Record<string, string> {
+  const out: Record<string, string> = {};
+  const fields = entry[1];
+  for (let i = 0; i + 1 < fields.length; i += 2) out[fields[i] as string] = fields[i + 1] as string;
+  return out;
+}
+
+export interface RedisStoreOptions {
+  readonly url: string;
+  readonly keyPrefix: string;
+  /** Fails a command this long after the connection is lost, instead of queueing it. */
+  readonly commandTimeoutMs: number;
+}
+
+export class RedisLedgerStore implements SharedLedgerStore {
+  readonly label: string;
+  private readonly keys: { grants: string; revoked: string; rev: string; log: string; channel: string };
+  private readonly redis: Redis;
+  private subscriber: Redis | null = null;
+  private readonly scripts: Record<'issue' | 'revoke' | 'forget' | 'restore', Script>;
+
+  private constructor(options: RedisStoreOptions) {
+    this.label = redactRedisUrl(options.url);
+    const p = options.keyPrefix;
+    this.keys = { grants: `${p}grants`, revoked: `${p}revoked`, rev: `${p}rev`, log: `${p}log`, channel: `${p}changes` };
+    // No offline queue: a command while Redis is away fails at once, and the instance goes stale
+    // instead of serving on a queue of promises (docs/fleet.md, "when Redis is away").
+    this.redis = new Redis(options.url, {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      connectTimeout: options.commandTimeoutMs,
+      commandTimeout: options.commandTimeoutMs,
+      retryStrategy: (times) => Math.min(50 * times, 500),
+    });
+    // Errors are read where commands fail; an unhandled 'error' event must not crash the process.
+    this.redis.on('error', () => undefined);
+    const define = (lua: string): Script => {
+      const sha = { lua };
+      return (keys, args) => this.redis.eval(sha.lua, keys.length, ...keys, ...args) as Promise<unknown>;
+    };
+    this.scripts = { issue: define(ISSUE), revoke: define(REVOKE), forget: define(FORGET), restore: define(RESTORE) };
+  }
+
+  /** Connects and checks the keys have the types this store writes; throws a ProxyError naming what is wrong. */
+  static async open(options: RedisStoreOptions): Promise<RedisLedgerStore> {
+    const store = new RedisLedgerStore(options);
+    try {
+      await store.redis.connect();
+      await store.checkTypes();
+    } catch (error) {
+      store.redis.disconnect();
+      if (error instanceof ProxyError) throw error;
+      throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `cannot use the ledger store ${store.label}: ${(error as Error).message}`, { cause: error });
+    }
+    return store;
+  }
+
+  private async checkTypes(): Promise<void> {
+    const expected: [string, string][] = [[this.keys.grants, 'hash'], [this.keys.revoked, 'hash'], [this.keys.rev, 'string'], [this.keys.log, 'stream']];
+    for (const [key, type] of expected) {
+      const actual = await this.redis.type(key);
+      if (actual !== 'none' && actual !== type) throw new ProxyError('ERR_LEDGER_STORE_CORRUPT', `ledger store ${this.label}: key ${key} is a ${actual}, expected a ${type}`);
+    }
+  }
+
+  private keyList(): string[] {
+    return [this.keys.grants, this.keys.rev, this.keys.log, this.keys.revoked];
+  }
+
+  async load(): Promise<LedgerSnapshot> {
+    const result = await this.redis.multi().hgetall(this.keys.grants).hgetall(this.keys.revoked).get(this.keys.rev).exec();
+    if (result === null) throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `ledger store ${this.label}: snapshot aborted`);
+    const [grants, revoked, rev] = result.map(([error, value]) => {
+      if (error !== null) throw error;
+      return value;
+    }) as [Record<string, string>, Record<string, string>, string | null];
+    const runtime = Object.entries(grants).map(([id, json]) => parseRecord(json, `${this.keys.grants} ${id}`));
+    return { revision: Number(rev ?? 0), runtime, revoked: new Map(Object.entries(revoked)) };
+  }
+
+  async issue(record: GrantRecord): Promise<boolean> {
+    const rev = await this.scripts.issue(this.keyList(), [this.keys.channel, record.id, JSON.stringify({ ...record, revokedAt: null }), LOG_LENGTH]);
+    return Number(rev) > 0;
+  }
+
+  async revoke(id: string, at: string): Promise<void> {
+    await this.scripts.revoke(this.keyList(), [this.keys.channel, id, at, LOG_LENGTH]);
+  }
+
+  async forget(id: string, at: string): Promise<void> {
+    await this.scripts.forget(this.keyList(), [this.keys.channel, id, at, LOG_LENGTH]);
+  }
+
+  async restoreTombstones(revoked: ReadonlyMap<string, string>): Promise<void> {
+    if (revoked.size === 0) return;
+    const args: string[] = [this.keys.channel];
+    for (const [id, at] of revoked) args.push(id, at);
+    await this.scripts.restore(this.keyList(), args);
+  }
+
+  async revision(): Promise<number> {
+    return Number((await this.redis.get(this.keys.rev)) ?? 0);
+  }
+
+  async changesSince(revision: number): Promise<readonly LedgerChange[] | 'resync'> {
+    const entries = (await this.redis.xrange(this.keys.log, `${revision + 1}-1`, '+', 'COUNT', 1000)) as [string, string[]][];
+    const changes: LedgerChange[] = [];
+    let expected = revision + 1;
+    for (const entry of entries) {
+      const rev = Number(entry[0].split('-')[0]);
+      // A gap means the log was trimmed (or rewritten) past what this instance saw: read everything.
+      if (rev !== expected) return 'resync';
+      expected += 1;
+      const f = fieldsOf(entry);
+      const id = f['id'] ?? '';
+      if (f['kind'] === 'issued') changes.push({ revision: rev, kind: 'issued', record: parseRecord(f['record'] ?? '', `${this.keys.log} ${entry[0]}`) });
+      else if (f['kind'] === 'revoked') changes.push({ revision: rev, kind: 'revoked', id, at: f['at'] ?? '' });
+      else if (f['kind'] === 'forgot') changes.push({ revision: rev, kind: 'forgot', id, at: f['at'] ?? '' });
+      else return 'resync';
+    }
+    return changes;
+  }
+
+  async onNotify(listener: () => void): Promise<void> {
+    const subscriber = this.redis.duplicate({ lazyConnect: true, enableOfflineQueue: true });
+    subscriber.on('error', () => undefined);
+    subscriber.on('message', () => listener());
+    // A lost subscription (CLIENT KILL TYPE pubsub, a restart) resubscribes on reconnect; polling covers the gap.
+    subscriber.on('ready', () => void subscriber.subscribe(this.keys.channel).catch(() => undefined));
+    this.subscriber = subscriber;
+    await subscriber.connect().catch(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    this.subscriber?.disconnect();
+    this.redis.disconnect();
+  }
+}

@@ -1,0 +1,37 @@
+// The port a fleet's shared ledger store implements (redis-store.ts): every change is one atomic step
+// that bumps a revision, appends to a change log and notifies the other instances. Instances keep the
+// whole table in memory and replay the log from their revision (docs/fleet.md).
+import type { GrantRecord } from './ledger.js';
+
+/** One change, as the store's log holds it. `at` is the revoking instance's clock (ISO 8601). */
+export type LedgerChange =
+  | { readonly revision: number; readonly kind: 'issued'; readonly record: GrantRecord }
+  | { readonly revision: number; readonly kind: 'revoked'; readonly id: string; readonly at: string }
+  | { readonly revision: number; readonly kind: 'forgot'; readonly id: string; readonly at: string };
+
+export interface LedgerSnapshot {
+  readonly revision: number;
+  /** Run-time grants (config grants live in each instance's file). */
+  readonly runtime: readonly GrantRecord[];
+  /** Every revoked id, config and run-time, with when. */
+  readonly revoked: ReadonlyMap<string, string>;
+}
+
+export interface SharedLedgerStore {
+  /** A printable name for logs and errors, never holding a password. */
+  readonly label: string;
+  load(): Promise<LedgerSnapshot>;
+  /** Adds a run-time grant; false when the id is taken (issued or revoked before). */
+  issue(record: GrantRecord): Promise<boolean>;
+  revoke(id: string, at: string): Promise<void>;
+  forget(id: string, at: string): Promise<void>;
+  /** Writes back tombstones the store lost (it came back empty): a revoked grant never returns. */
+  restoreTombstones(revoked: ReadonlyMap<string, string>): Promise<void>;
+  /** The store's current revision: one cheap round trip, the heartbeat of freshness. */
+  revision(): Promise<number>;
+  /** The changes after `revision` in order, or 'resync' when the log no longer reaches back that far. */
+  changesSince(revision: number): Promise<readonly LedgerChange[] | 'resync'>;
+  /** Calls `listener` when another instance (or this one) changed the store; best effort. */
+  onNotify(listener: () => void): Promise<void>;
+  close(): Promise<void>;
+}
