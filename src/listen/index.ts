@@ -2,6 +2,7 @@
 // Sluice chose (ADR 0014), the socket group, and removing the file on close while it is still ours.
 // Shared by proxy/ (the listeners) and admin/ (the admin socket and the metrics listener).
 export { bindListener } from './bind-listener.js';
+export { closeListeners, type ClosableListener, type CloseHooks } from './close-listeners.js';
 export { bindSocket, bindTcp, type BoundSocket, type UnixSocketOptions } from './bind-socket.js';
 export { GROUP_SOCKET_FILE_MODE, SOCKET_FILE_MODE, SocketFileError, bindUnixSocket, removeSocketFile, type SocketFile, type UnixSocketProbe } from './socket-file.js';
 export { GROUP_FILE, checkSocketGroups, resolveSocketGroup } from './socket-group.js';

@@ -40,6 +40,8 @@ export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop:
       return null;
     }
     if (ctx.principal !== null && ctx.principal.grantId !== verdict.value.grantId) {
+      // Attributed to the connection's principal, whose connection it is: the record and the body name it.
+      hop.principal = ctx.principal;
       hop.fail('principal_changed');
       return null;
     }

@@ -16,7 +16,7 @@ import { writeResponseDenial, writeSocketDenial } from './respond.js';
 import { refuseHop, type Answer } from './run-hop.js';
 import type { ProxyRuntime } from './runtime.js';
 import { answerInOrder, noteResponse, pendingResponse } from './answer-in-order.js';
-import { bindListener, removeSocketFile, type SocketFile } from '../listen/index.js';
+import { bindListener, closeListeners, type SocketFile } from '../listen/index.js';
 
 const CONTEXT = Symbol('sluice.connection');
 type TaggedSocket = net.Socket & { [CONTEXT]?: ConnectionContext };
@@ -292,39 +292,10 @@ export async function startListeners(rt: ProxyRuntime, sections: readonly Listen
  * Stops accepting at once, lets live connections finish for up to `drainMs`, then ends the rest
  * (tunnels record proxy_shutdown), and removes each Unix socket file that is still this listener's.
  */
-export async function stopListeners(listeners: readonly BoundListener[], drainMs = 0): Promise<void> {
-  const closed = listeners.map((l) => new Promise<void>((resolve) => l.server.close(() => resolve())));
-  for (const l of listeners) {
-    // Stops node:http's timeout interval; it never listened, so its close() reports that, harmlessly.
-    l.http?.close(() => undefined);
-    l.http?.closeIdleConnections();
+export function stopListeners(listeners: readonly BoundListener[], drainMs = 0): Promise<void> {
+  return closeListeners(listeners, drainMs, {
     // Connections that have not sent a request head yet are idle too.
-    for (const socket of l.sockets) if (contextOf(socket)?.awaitingFirstRequest === true) socket.destroy();
-  }
-  if (drainMs > 0) await drained(listeners, drainMs);
-  for (const l of listeners) {
-    l.http?.closeAllConnections();
-    for (const socket of l.sockets) {
-      contextOf(socket)?.tunnel?.end('proxy_shutdown');
-      socket.destroy();
-    }
-  }
-  await Promise.all(closed);
-  for (const l of listeners) if (l.socketFile !== null) await removeSocketFile(l.socketFile);
-}
-
-function drained(listeners: readonly BoundListener[], drainMs: number): Promise<void> {
-  return new Promise((resolve) => {
-    const deadline = setTimeout(finish, drainMs);
-    const check = (): void => {
-      if (listeners.every((l) => l.sockets.size === 0)) finish();
-    };
-    const poll = setInterval(check, 25);
-    function finish(): void {
-      clearTimeout(deadline);
-      clearInterval(poll);
-      resolve();
-    }
-    check();
+    isIdle: (socket) => contextOf(socket)?.awaitingFirstRequest === true,
+    endLive: (socket) => contextOf(socket)?.tunnel?.end('proxy_shutdown'),
   });
 }

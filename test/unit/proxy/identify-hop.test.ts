@@ -160,7 +160,8 @@ describe('identifyPresented: a principal is fixed per connection', () => {
     identifyOn(f, ctx, basic('a', TOKEN_A));
     const changed = identifyOn(f, ctx, basic('b', TOKEN_B));
     expectRefused(changed, 'principal_changed');
-    expect(changed.hop.principal).toBeNull();
+    // The refused hop is attributed to the connection's principal (a), never to the presented grant (b).
+    expect(changed.hop.principal).toEqual({ grantId: 'a', via: 'token' });
     expect(ctx.principal).toEqual({ grantId: 'a', via: 'token' });
     expect(ctx.verifiedAuthorization).toBe(basic('a', TOKEN_A));
     expect(f.registry.activeConnections('b')).toBe(0);

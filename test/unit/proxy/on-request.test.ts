@@ -203,6 +203,9 @@ describe('onRequest: the principal is fixed for the connection', () => {
     s.send(get('b.test', basic('b', TOKEN_B)));
     const changed = await s.next();
     expectFromDecision(changed, 1, 'principal_changed');
+    // Attributed to the connection's principal, not to nobody: the record and the body name grant a.
+    expect(sluice.decisions()[1]?.principal).toBe('a');
+    expect(changed.body).toContain('grant a)');
     expect(changed.head.headers['connection']).toBe('close');
     await s.untilClosed();
     expect(origin.requests.map((r) => r.url)).toEqual(['/']);
