@@ -6,3 +6,5 @@ export { closeListeners, type ClosableListener, type CloseHooks } from './close-
 export { bindSocket, bindTcp, type BoundSocket, type UnixSocketOptions } from './bind-socket.js';
 export { GROUP_SOCKET_FILE_MODE, SOCKET_FILE_MODE, SocketFileError, bindUnixSocket, removeSocketFile, type SocketFile, type UnixSocketProbe } from './socket-file.js';
 export { GROUP_FILE, checkSocketGroups, resolveSocketGroup } from './socket-group.js';
+export { MAX_PROXY_HEADER_BYTES, parseProxyHeader, type ProxyHeader, type ProxyHeaderResult } from './proxy-protocol.js';
+export { proxyProtocolGate, trustedSourceList, type ProxyHeaderOutcome, type ProxyProtocolGate } from './proxy-protocol-reader.js';
