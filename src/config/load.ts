@@ -97,6 +97,9 @@ function listenerExposure(listener: ConfigFile['listeners'][number], i: number):
   if (listener.socketGroup !== undefined && !isUnix) {
     issues.push({ path: `listeners[${i}].socketGroup`, message: 'only a unix:/path listener has a socket file to give to a group' });
   }
+  if (listener.proxyProtocol !== undefined && isUnix) {
+    issues.push({ path: `listeners[${i}].proxyProtocol`, message: 'a unix:/path listener has no peer address to trust: PROXY protocol needs a TCP listener' });
+  }
   return issues;
 }
 

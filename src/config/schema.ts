@@ -22,6 +22,14 @@ function isDnsServer(value: string): boolean {
 
 const positiveMs = z.number().int().positive().max(86_400_000);
 
+/** `a.b.c.d/n` or `v6/n` (or one address): a peer allowed to send a PROXY protocol header. */
+function isCidr(value: string): boolean {
+  const [address = '', prefix, extra] = value.split('/');
+  if (extra !== undefined || net.isIP(address) === 0) return false;
+  if (prefix === undefined) return true;
+  return /^(0|[1-9][0-9]{0,2})$/.test(prefix) && Number(prefix) <= (net.isIPv6(address) ? 128 : 32);
+}
+
 const listenerSchema = z
   .strictObject({
     name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - (1-64)'),
@@ -34,6 +42,10 @@ const listenerSchema = z
     /** A `unix:` listener's socket becomes 0660 and owned by this group (name or gid); otherwise 0600. */
     socketGroup: z
       .union([z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$/, 'expected a group name or a numeric gid'), z.number().int().min(0).max(4_294_967_294)])
+      .optional(),
+    /** Every connection starts with a PROXY protocol header (v1 or v2) from one of these peers: a load balancer. */
+    proxyProtocol: z
+      .strictObject({ trustedSources: z.array(z.string().refine(isCidr, { message: 'expected a CIDR such as 10.0.0.0/8 or fd00::/8' })).min(1) })
       .optional(),
   })
   .refine((l) => !(l.identify && l.grant), { message: 'a listener is either identify: token or bound to one grant, not both' });
