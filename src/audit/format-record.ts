@@ -50,7 +50,7 @@ function decision(r: DecisionRecordV1): string {
     `,"principal":${nstr(r.principal)},"via":${nword(r.via)},"request":${word(r.request)},"method":${str(r.method)},"target":${str(r.target)}` +
     `,"scheme":${nword(r.scheme)},"canonical":${nstr(r.canonical)},"decision":${word(r.decision)},"reason":${word(r.reason)},"status":${num(r.status)}` +
     `,"detail":${nstr(r.detail)},"rule":${nstr(r.rule)},"addresses":${addresses(r.addresses)},"pinned":${nstr(r.pinned)},"route":${nstr(r.route)}` +
-    `,"upstream":${nstr(r.upstream)},"attested":${bool(r.attested)},"credentialObserving":${bool(r.credentialObserving)},"timings":${timings(r.timings)}}`
+    `,"upstream":${nstr(r.upstream)},"attested":${bool(r.attested)},"credentialObserving":${bool(r.credentialObserving)},"timings":${timings(r.timings)},"source":${nstr(r.source)}}`
   );
 }
 

@@ -49,6 +49,11 @@ export interface DecisionRecordV1 {
    */
   readonly credentialObserving: boolean | null;
   readonly timings: AuditTimings;
+  /**
+   * The client's address: the one a PROXY protocol header carried (listeners[].proxyProtocol), else the
+   * connection's peer; null on a Unix socket. Auth failures are counted against it.
+   */
+  readonly source: string | null;
 }
 
 export interface CloseRecordV1 {
@@ -76,7 +81,7 @@ export type AuditRecordV1 = DecisionRecordV1 | CloseRecordV1;
 export const DECISION_FIELDS = [
   'v', 'kind', 'ts', 'connection', 'hop', 'listener', 'principal', 'via', 'request', 'method', 'target', 'scheme',
   'canonical', 'decision', 'reason', 'status', 'detail', 'rule', 'addresses', 'pinned', 'route', 'upstream', 'attested',
-  'credentialObserving', 'timings',
+  'credentialObserving', 'timings', 'source',
 ] as const satisfies readonly (keyof DecisionRecordV1)[];
 
 export const CLOSE_FIELDS = [

@@ -25,6 +25,8 @@ export class ConnectionContext {
   readonly id: string;
   readonly acceptedAtMs = Date.now();
   private peer: string | null = null;
+  /** The client address a PROXY protocol header carried (listeners[].proxyProtocol). */
+  private carried: string | null = null;
 
   constructor(
     readonly socket: net.Socket,
@@ -36,12 +38,24 @@ export class ConnectionContext {
   }
 
   /**
-   * The peer address auth failures are counted against (the listener for Unix sockets). Read on first
-   * use: it costs a getpeername(2), and only a presented token needs it.
+   * The address auth failures are counted against: the carried client address, else the peer (the
+   * listener for Unix sockets). Read on first use: it costs a getpeername(2).
    */
   get source(): string {
-    this.peer ??= this.socket.remoteAddress ?? `unix:${this.listener}`;
+    this.peer ??= this.carried ?? this.socket.remoteAddress ?? `unix:${this.listener}`;
     return this.peer;
+  }
+
+  /** The source as the decision record shows it: null on a Unix socket. */
+  get auditSource(): string | null {
+    const source = this.source;
+    return source.startsWith('unix:') ? null : source;
+  }
+
+  /** A PROXY protocol header named the client (null: it named none, the peer is the client). */
+  carrySource(address: string | null): void {
+    this.carried = address;
+    this.peer = null;
   }
 
   /** Ends the connection now: its tunnel (with the reason in its close record) and the client socket. */

@@ -12,6 +12,8 @@ export type Decision = DecisionRecordV1;
 export interface DecisionPlace {
   readonly id: string;
   readonly listener: string;
+  /** The client address, carried or the peer's (null on a Unix socket); absent when there is no connection. */
+  readonly auditSource?: string | null;
 }
 
 /** Attested for the alternative that carried the hop; before dialing, only if every alternative is. */
@@ -56,5 +58,6 @@ export function decisionOf(hop: Hop, place: DecisionPlace): Decision {
     attested: attestedOf(hop),
     credentialObserving: credentialObservingOf(hop),
     timings: Object.freeze({ identifyUs: hop.identifyUs, authorizeUs: hop.authorizeUs, routeUs: hop.routeUs, resolveUs: hop.resolveUs, dialUs: hop.dialUs }),
+    source: place.auditSource ?? null,
   } as const);
 }

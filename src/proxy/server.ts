@@ -16,7 +16,7 @@ import { writeResponseDenial, writeSocketDenial } from './respond.js';
 import { refuseHop, type Answer } from './run-hop.js';
 import type { ProxyRuntime } from './runtime.js';
 import { answerInOrder, noteResponse, pendingResponse } from './answer-in-order.js';
-import { bindListener, closeListeners, type SocketFile } from '../listen/index.js';
+import { bindListener, closeListeners, proxyProtocolGate, type ProxyProtocolGate, type SocketFile } from '../listen/index.js';
 
 const CONTEXT = Symbol('sluice.connection');
 type TaggedSocket = net.Socket & { [CONTEXT]?: ConnectionContext };
@@ -80,12 +80,23 @@ function acceptConnection(rt: ProxyRuntime, section: ListenerSection, sockets: S
   return ctx;
 }
 
-function createSocksServer(rt: ProxyRuntime, section: ListenerSection, sockets: Set<net.Socket>, gate: AcceptGate): net.Server {
+/** listeners[].proxyProtocol: the header is read, and the client address it carries kept, before anything else. */
+function afterProxyHeader(rt: ProxyRuntime, proxyHeader: ProxyProtocolGate | null, ctx: ConnectionContext, next: () => void): void {
+  if (proxyHeader === null) return next();
+  proxyHeader.read(ctx.socket, (outcome) => {
+    if (!outcome.ok) return refuseHop(rt, ctx, new Hop(ctx.nextHop(), 'forward', '-', ''), 'request_malformed', outcome.reason, () => void ctx.socket.destroy());
+    ctx.carrySource(outcome.source);
+    next();
+    ctx.socket.resume();
+  });
+}
+
+function createSocksServer(rt: ProxyRuntime, section: ListenerSection, sockets: Set<net.Socket>, gate: AcceptGate, proxyHeader: ProxyProtocolGate | null): net.Server {
   return net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: SOCKET_HIGH_WATER_MARK }, (socket: TaggedSocket) => {
     if (!gate.isOpen) return void socket.destroy();
     const ctx = acceptConnection(rt, section, sockets, socket);
     if (ctx === null) return;
-    onSocksConnection(rt, ctx, socket).catch((error: unknown) => lastResort(rt, socket, error));
+    afterProxyHeader(rt, proxyHeader, ctx, () => void onSocksConnection(rt, ctx, socket).catch((error: unknown) => lastResort(rt, socket, error)));
   });
 }
 
@@ -95,14 +106,15 @@ interface ListenerServers {
 }
 
 function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>, gate: AcceptGate): ListenerServers {
-  if (section.protocol === 'socks5') return { server: createSocksServer(rt, section, sockets, gate), http: null };
+  const proxyHeader = section.proxyProtocol === undefined ? null : proxyProtocolGate(section.proxyProtocol.trustedSources, limits.headersTimeoutMs);
+  if (section.protocol === 'socks5') return { server: createSocksServer(rt, section, sockets, gate, proxyHeader), http: null };
   const httpServer = createHttpServer(rt, limits);
   // The listener itself is a plain net server: each connection's first chunk goes to the CONNECT fast
   // path (connect-head.ts) or, unchanged, to node:http.
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: SOCKET_HIGH_WATER_MARK }, (socket: TaggedSocket) => {
     if (!gate.isOpen) return void socket.destroy();
     const ctx = acceptConnection(rt, section, sockets, socket);
-    if (ctx !== null) awaitFirstChunk(rt, ctx, socket, httpServer, limits);
+    if (ctx !== null) afterProxyHeader(rt, proxyHeader, ctx, () => awaitFirstChunk(rt, ctx, socket, httpServer, limits));
   });
   return { server, http: httpServer };
 }

@@ -38,6 +38,7 @@ const decision: fc.Arbitrary<DecisionRecordV1> = fc.record({
   attested: maybe(fc.boolean()),
   credentialObserving: maybe(fc.boolean()),
   timings: fc.record({ identifyUs: maybe(number), authorizeUs: maybe(number), routeUs: maybe(number), resolveUs: maybe(number), dialUs: maybe(number) }),
+  source: maybe(text),
 }) as fc.Arbitrary<DecisionRecordV1>;
 
 const close: fc.Arbitrary<CloseRecordV1> = fc.record({
