@@ -225,6 +225,12 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     await shared?.close();
     throw error;
   });
+  if (shared !== null) {
+    // Budgets hold across the fleet: a budgeted grant's connections and bytes are counted in the store.
+    registry.useSharedBudgets(shared.budgets(config.ledger.redis?.leaseTtlMs ?? 10_000), (error) =>
+      runtime.log.error({ store: shared.label }, `budget store: ${(error as Error).message}`),
+    );
+  }
   ledger.setConfigGrants(config.grants);
   // Revocations outlive restarts: a config grant revoked at run time loads revoked.
   const revokedConfig = new Set(ledger.list().filter((r) => r.source === 'config' && r.revokedAt !== null).map((r) => r.id));

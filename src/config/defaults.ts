@@ -7,7 +7,7 @@ export const Defaults = {
   audit: { file: 'stdout' as const },
   log: { level: 'info' as const },
   state: './state',
-  ledger: { store: 'file' as const, keyPrefix: 'sluice:', maxStaleMs: 1000 },
+  ledger: { store: 'file' as const, keyPrefix: 'sluice:', maxStaleMs: 1000, leaseTtlMs: 10_000 },
   limits: {
     maxConnections: 20_000,
     maxHeaderBytes: 16_384,

@@ -137,6 +137,7 @@ export const configSchema = z.strictObject({
           url: z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL').optional(),
           urlEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment variable name').optional(),
           keyPrefix: z.string().max(64).default(Defaults.ledger.keyPrefix),
+          leaseTtlMs: z.number().int().min(1000).max(600_000).default(Defaults.ledger.leaseTtlMs),
         })
         .optional(),
       maxStaleMs: z.number().int().min(50).max(600_000).default(Defaults.ledger.maxStaleMs),

@@ -9,6 +9,7 @@ import { authorize } from '../authority/index.js';
 import { checkAddress, type SelfAddresses } from '../resolve/index.js';
 import type { ForwardBudget } from '../relay/index.js';
 import { compileGrant, type RuntimeGrant } from './grant-table.js';
+import { FleetByteBudget, type SharedBudgets } from './shared-budgets.js';
 
 /** A client connection as the registry sees it: proxy/'s GrantConnection. */
 export interface GrantConnection {
@@ -16,7 +17,7 @@ export interface GrantConnection {
   grantId: string | null;
   /** The live tunnel's destination and dialed address, so a changed grant can be re-checked against it. */
   readonly tunnelHop: { readonly canonical: CanonicalDestination | null; readonly dialed: PinnedAddress | null } | null;
-  readonly socket: { once(event: 'close', listener: () => void): unknown };
+  readonly socket: { once(event: 'close', listener: () => void): unknown; readonly destroyed?: boolean };
   /** Ends the connection now, recording `reason` on its close record. */
   end(reason: CloseReason): void;
   limitDuration(ms: number): void;
@@ -57,11 +58,16 @@ const NO_USAGE = Object.freeze({ connections: 0, bytes: 0 });
 // setTimeout holds at most 2^31-1 ms (~24.8 days); later expiries re-arm.
 const MAX_TIMER_MS = 2_147_483_647;
 
+type Usage = GrantUsage | FleetByteBudget;
+
 export class GrantRegistry {
   readonly grants = new Map<string, RuntimeGrant>();
   readonly tokens = new TokenStore();
   private readonly live = new Map<string, Set<GrantConnection>>();
-  private readonly usage = new Map<string, GrantUsage>();
+  private readonly usage = new Map<string, Usage>();
+  private shared: { readonly budgets: SharedBudgets; readonly onError: (error: unknown) => void } | null = null;
+  /** A connection whose fleet-wide attach is in flight: a second hop on it waits for the same answer. */
+  private readonly attaching = new WeakMap<GrantConnection, Promise<Verdict<void>>>();
   private readonly expiry = new Map<string, NodeJS.Timeout>();
 
   constructor(
@@ -122,14 +128,61 @@ export class GrantRegistry {
     return ended;
   }
 
-  /** Called once a connection's principal is known; refuses it when the grant's budgets are spent. */
-  attach(ctx: GrantConnection, grant: RuntimeGrant): Verdict<void> {
-    let set = this.live.get(grant.id);
-    const usage = this.usageOf(grant.id);
+  /**
+   * Holds every grant's budgets fleet-wide from now on (ledger.store: redis): a budgeted grant's
+   * connections are counted in the store, and its bytes reserved from it in chunks.
+   */
+  useSharedBudgets(budgets: SharedBudgets, onError: (error: unknown) => void): void {
+    this.shared = { budgets, onError };
+  }
+
+  /**
+   * Called once a connection's principal is known; refuses it when the grant's budgets are spent. Sync,
+   * except for a budgeted grant in a fleet: then the store answers (one round trip per connection).
+   */
+  admit(ctx: GrantConnection, grant: RuntimeGrant): Verdict<void> | Promise<Verdict<void>> {
     const { maxConcurrent, maxConnections, maxBytes } = grant.limits;
-    if (maxConcurrent !== undefined && (set?.size ?? 0) >= maxConcurrent) return deny('connection_limit_reached', `maxConcurrent ${maxConcurrent}`);
+    if (this.shared !== null && (maxConcurrent !== undefined || maxConnections !== undefined || maxBytes !== undefined)) return this.attachShared(ctx, grant, this.shared.budgets);
+    return this.attach(ctx, grant);
+  }
+
+  /** The budgets this instance counts itself (the file store, or a grant without budgets). */
+  attach(ctx: GrantConnection, grant: RuntimeGrant): Verdict<void> {
+    const { maxConcurrent, maxConnections, maxBytes } = grant.limits;
+    const usage = this.usageOf(grant.id);
+    if (maxConcurrent !== undefined && (this.live.get(grant.id)?.size ?? 0) >= maxConcurrent) return deny('connection_limit_reached', `maxConcurrent ${maxConcurrent}`);
     if (maxConnections !== undefined && usage.connections >= maxConnections) return deny('connection_quota_exhausted', `maxConnections ${maxConnections}`);
     if (maxBytes !== undefined && usage.bytes >= maxBytes) return deny('byte_limit_reached', `maxBytes ${maxBytes}`);
+    this.track(ctx, grant, usage, null);
+    return ok(undefined);
+  }
+
+  private attachShared(ctx: GrantConnection, grant: RuntimeGrant, budgets: SharedBudgets): Promise<Verdict<void>> {
+    const pending = this.attaching.get(ctx);
+    if (pending !== undefined) return pending;
+    const attached = budgets.acquire(grant.id, grant.limits).then(
+      (lease): Verdict<void> => {
+        if (!lease.ok) return lease;
+        const release = (): void => budgets.release(grant.id, lease.value);
+        // Closed while the store answered: the slot goes back at once.
+        if (ctx.socket.destroyed === true) {
+          release();
+          return deny('client_gone', 'before the grant’s budgets were checked');
+        }
+        this.track(ctx, grant, this.usageOf(grant.id), release);
+        return ok(undefined);
+      },
+      (error: unknown): Verdict<void> => {
+        this.shared?.onError(error);
+        return deny('ledger_unavailable', 'the shared store did not answer for the grant’s budgets');
+      },
+    );
+    this.attaching.set(ctx, attached);
+    return attached;
+  }
+
+  private track(ctx: GrantConnection, grant: RuntimeGrant, usage: Usage, release: (() => void) | null): void {
+    let set = this.live.get(grant.id);
     if (set === undefined) {
       set = new Set();
       this.live.set(grant.id, set);
@@ -138,8 +191,10 @@ export class GrantRegistry {
     usage.connections += 1;
     ctx.grantId = grant.id;
     if (grant.limits.maxDurationMs !== undefined) ctx.limitDuration(grant.limits.maxDurationMs);
-    ctx.socket.once('close', () => this.detach(ctx));
-    return ok(undefined);
+    ctx.socket.once('close', () => {
+      this.detach(ctx);
+      release?.();
+    });
   }
 
   detach(ctx: GrantConnection): void {
@@ -156,7 +211,8 @@ export class GrantRegistry {
 
   bytesLeft(grantId: string): number {
     const usage = this.usageOf(grantId);
-    return Math.max(0, usage.maxBytes - usage.bytes);
+    if (!usage.hasLeft()) return 0;
+    return Math.max(1, usage.maxBytes - usage.bytes);
   }
 
   /** The budget a grant's forwarded requests count against while they stream; null without maxBytes. */
@@ -164,10 +220,12 @@ export class GrantRegistry {
     return grant.limits.maxBytes === undefined ? null : this.usageOf(grant.id);
   }
 
-  usageOf(grantId: string): GrantUsage {
+  usageOf(grantId: string): Usage {
     let usage = this.usage.get(grantId);
     if (usage === undefined) {
-      usage = new GrantUsage(this.grants.get(grantId)?.limits.maxBytes ?? Infinity);
+      const maxBytes = this.grants.get(grantId)?.limits.maxBytes;
+      // In a fleet, a budgeted grant's bytes are reserved from the shared store (shared-budgets.ts).
+      usage = this.shared !== null && maxBytes !== undefined ? new FleetByteBudget(grantId, maxBytes, this.shared.budgets, this.shared.onError) : new GrantUsage(maxBytes ?? Infinity);
       this.usage.set(grantId, usage);
     }
     return usage;

@@ -6,3 +6,4 @@ export * from './grant-registry.js';
 export * from './admission.js';
 export * from './dedicated-listeners.js';
 export * from './control.js';
+export * from './shared-budgets.js';

@@ -4,3 +4,4 @@ export * from './store.js';
 export * from './shared-store.js';
 export * from './redis-store.js';
 export * from './fleet-sync.js';
+export * from './redis-budgets.js';

@@ -9,6 +9,7 @@
 import { Redis } from 'ioredis';
 import { ProxyError } from '../core/index.js';
 import type { GrantRecord } from './ledger.js';
+import { RedisBudgets } from './redis-budgets.js';
 import type { LedgerChange, LedgerSnapshot, SharedLedgerStore } from './shared-store.js';
 
 const LOG_LENGTH = 10_000;
@@ -35,6 +36,7 @@ const FORGET = `
 if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 0 then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
 redis.call('HDEL', KEYS[4], ARGV[2])
+redis.call('DEL', KEYS[5], KEYS[6])
 local rev = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], rev .. '-1', 'kind', 'forgot', 'id', ARGV[2], 'at', ARGV[3], 'record', '')
 redis.call('PUBLISH', ARGV[1], rev)
@@ -95,11 +97,14 @@ export class RedisLedgerStore implements SharedLedgerStore {
   private readonly keys: { grants: string; revoked: string; rev: string; log: string; channel: string };
   private readonly redis: Redis;
   private subscriber: Redis | null = null;
+  private budgetStore: RedisBudgets | null = null;
+  private readonly prefix: string;
   private readonly scripts: Record<'issue' | 'revoke' | 'forget' | 'restore', Script>;
 
   private constructor(options: RedisStoreOptions) {
     this.label = redactRedisUrl(options.url);
     const p = options.keyPrefix;
+    this.prefix = p;
     this.keys = { grants: `${p}grants`, revoked: `${p}revoked`, rev: `${p}rev`, log: `${p}log`, channel: `${p}changes` };
     // No offline queue: a command while Redis is away fails at once, and the instance goes stale
     // instead of serving on a queue of promises (docs/fleet.md, "when Redis is away").
@@ -167,7 +172,15 @@ export class RedisLedgerStore implements SharedLedgerStore {
   }
 
   async forget(id: string, at: string): Promise<void> {
-    await this.scripts.forget(this.keyList(), [this.keys.channel, id, at, LOG_LENGTH]);
+    // Its budget counters go with it (redis-budgets.ts).
+    const budget = RedisBudgets.keysOf(this.prefix, id);
+    await this.scripts.forget([...this.keyList(), budget.usage, budget.leases], [this.keys.channel, id, at, LOG_LENGTH]);
+  }
+
+  /** The fleet's budget counters, on this store's connection and prefix. */
+  budgets(leaseTtlMs: number): RedisBudgets {
+    this.budgetStore ??= new RedisBudgets(this.redis, this.prefix, leaseTtlMs);
+    return this.budgetStore;
   }
 
   async restoreTombstones(revoked: ReadonlyMap<string, string>): Promise<void> {
@@ -211,6 +224,7 @@ export class RedisLedgerStore implements SharedLedgerStore {
   }
 
   async close(): Promise<void> {
+    this.budgetStore?.close();
     this.subscriber?.disconnect();
     this.redis.disconnect();
   }

@@ -63,3 +63,13 @@ function resumeResponse(this: HttpSocket): void {
   const current = this._httpMessage;
   if (current !== undefined && current !== null && current.writableNeedDrain) current.emit('drain');
 }
+
+/**
+ * Runs `go` once the response ahead of a pipelined request is fully written on a connection that stays
+ * open, else `gone`: a response that failed, or ended the connection (`Connection: close`), ends what
+ * was pipelined behind it too.
+ */
+export function afterResponse(last: http.ServerResponse, socket: net.Socket, go: () => void, gone: () => void): void {
+  if (last.destroyed) return gone();
+  last.once('close', () => (last.writableFinished && !socket.destroyed && !socket.writableEnded ? go() : gone()));
+}

@@ -8,12 +8,13 @@ import type { ConnectionContext } from './connection-context.js';
 import type { Decision } from './decision.js';
 import type { Hop } from './hop.js';
 
+/** The record is written first: a metrics fault must never cost a hop its record. */
 export function recordDecision(sink: AuditSink, decision: Decision, metrics: MetricsSink): void {
+  sink.write(decision);
   const { authorizeUs, dialUs, resolveUs } = decision.timings;
   metrics.decision(decision.reason, decision.request);
   if (authorizeUs !== null) metrics.authorizeSeconds(authorizeUs / 1e6);
   if (dialUs !== null) metrics.dialSeconds((dialUs - (resolveUs ?? 0)) / 1e6);
-  sink.write(decision);
 }
 
 export interface CloseFacts {
@@ -24,8 +25,6 @@ export interface CloseFacts {
 }
 
 export function recordClose(sink: AuditSink, ctx: ConnectionContext, hop: Hop, facts: CloseFacts, metrics: MetricsSink): void {
-  metrics.bytes(facts.bytesUp, facts.bytesDown);
-  metrics.closed(facts.closedBy);
   sink.write({
     v: 1,
     kind: 'close',
@@ -44,4 +43,6 @@ export function recordClose(sink: AuditSink, ctx: ConnectionContext, hop: Hop, f
     durationMs: Date.now() - hop.startedAtMs,
     firstByteUs: hop.firstByteUs,
   });
+  metrics.bytes(facts.bytesUp, facts.bytesDown);
+  metrics.closed(facts.closedBy);
 }

@@ -1,7 +1,7 @@
 // The identify stage of a hop: who this request acts for. A principal is fixed per connection; a later
 // request that presents another principal's token is refused (authority never bleeds, principle A5 in docs/principles.md).
 import type http from 'node:http';
-import { sentReason } from '../core/index.js';
+import { sentReason, type Verdict } from '../core/index.js';
 import { identify } from '../identity/index.js';
 import type { ConnectionContext } from './connection-context.js';
 import { checkGrantLive } from './decide.js';
@@ -9,12 +9,13 @@ import type { Hop } from './hop.js';
 import type { ProxyRuntime } from './runtime.js';
 import type { RuntimeGrant } from '../grant/index.js';
 
-export function identifyHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.IncomingMessage): RuntimeGrant | null {
+export function identifyHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.IncomingMessage): RuntimeGrant | null | Promise<RuntimeGrant | null> {
   return identifyPresented(rt, ctx, hop, req.headers['proxy-authorization'], req.rawHeaders.length / 2);
 }
 
 /** `header` is a Proxy-Authorization value (SOCKS5 credentials arrive converted to Basic). */
-export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, header: string | undefined, headerCount: number): RuntimeGrant | null {
+/** The grant, or null with the denial on the hop; a promise only for a fleet-budgeted grant's first hop. */
+export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, header: string | undefined, headerCount: number): RuntimeGrant | null | Promise<RuntimeGrant | null> {
   // A fleet instance cut off from the shared ledger cannot know what was revoked meanwhile: fail closed.
   if (!rt.ledgerFresh()) {
     hop.fail('ledger_unavailable', 'the shared ledger store has not answered within ledger.maxStaleMs');
@@ -53,12 +54,17 @@ export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop:
   const grant = rt.registry.grants.get(hop.principal.grantId);
   if (!checkGrantLive(hop, grant, rt.now())) return null;
   if (ctx.grantId === null) {
-    // The first hop that names the principal attaches the connection to its grant's budgets.
-    const attached = rt.registry.attach(ctx, grant);
-    if (!attached.ok) {
-      hop.fail(attached.reason, attached.detail);
-      return null;
-    }
+    // The first hop that names the principal attaches the connection to its grant's budgets: at once,
+    // or, for a budgeted grant in a fleet, once the shared store has answered.
+    const attached = rt.registry.admit(ctx, grant);
+    if (attached instanceof Promise) return attached.then((verdict) => admitted(hop, grant, verdict));
+    return admitted(hop, grant, attached);
   }
   return grant;
+}
+
+function admitted(hop: Hop, grant: RuntimeGrant, verdict: Verdict<void>): RuntimeGrant | null {
+  if (verdict.ok) return grant;
+  hop.fail(verdict.reason, verdict.detail);
+  return null;
 }

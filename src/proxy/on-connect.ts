@@ -31,7 +31,8 @@ export function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: Connect
   const hop = new Hop(ctx.nextHop(), 'connect', 'CONNECT', req.target);
   const client: TunnelClient = { socket, head, responder: HTTP_CONNECT, established: false };
   return runHop(rt, ctx, hop, async (run) => {
-    const grant = identifyPresented(rt, ctx, hop, req.proxyAuthorization, req.headerCount);
+    let grant = identifyPresented(rt, ctx, hop, req.proxyAuthorization, req.headerCount);
+    if (grant instanceof Promise) grant = await grant;
     if (grant === null) return;
     const target = parseConnectTarget(req.target);
     if (!target.ok) return void hop.fail(target.reason, target.detail);

@@ -44,7 +44,8 @@ export function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: http.In
 
 async function forwardStages(rt: ProxyRuntime, run: HopRun, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const { hop } = run;
-  const grant = identifyHop(rt, run.ctx, hop, req);
+  let grant = identifyHop(rt, run.ctx, hop, req);
+  if (grant instanceof Promise) grant = await grant;
   if (grant === null) return;
   const target = parseAbsoluteTarget(req.url ?? '');
   if (!target.ok) return void hop.fail(target.reason, target.detail);
@@ -60,10 +61,11 @@ async function forwardStages(rt: ProxyRuntime, run: HopRun, req: http.IncomingMe
   const result = await forwardOverRoute(rt, hop, req, res, target.value.pathAndQuery, budget);
   hop.dialUs = hop.elapsedUs();
   if (!result.ok) return void hop.fail(result.reason, result.detail);
+  // Relayed: decided allowed before anything else can fail, so a later fault is a relay fault.
+  run.decide();
   const responded = result.value;
   hop.firstByteUs = Math.round((responded.headersAt - hop.startedAt) * 1000);
   if (budget === null) rt.registry.addBytes(grant.id, responded.bytesUp + responded.bytesDown);
-  run.decide();
   run.close({ closedBy: responded.closedBy ?? 'completed', status: responded.status, bytesUp: responded.bytesUp, bytesDown: responded.bytesDown });
 }
 

@@ -29,7 +29,12 @@ export class HopRun {
     if (existing !== null) return existing;
     const decision = decisionOf(this.hop, this.ctx);
     this.hop.decision = decision;
-    recordDecision(this.rt.audit, decision, this.rt.metrics);
+    try {
+      recordDecision(this.rt.audit, decision, this.rt.metrics);
+    } catch (error) {
+      // The record went first; what failed after it (a metric) must not change the hop's outcome.
+      this.rt.log.error({ err: error, connection: this.ctx.id, hop: this.hop.index }, 'recording a decision failed');
+    }
     return decision;
   }
 
@@ -37,7 +42,11 @@ export class HopRun {
   close(facts: CloseFacts): void {
     if (this.closeRecorded || this.hop.decision?.decision !== 'allow') return;
     this.closeRecorded = true;
-    recordClose(this.rt.audit, this.ctx, this.hop, facts, this.rt.metrics);
+    try {
+      recordClose(this.rt.audit, this.ctx, this.hop, facts, this.rt.metrics);
+    } catch (error) {
+      this.rt.log.error({ err: error, connection: this.ctx.id, hop: this.hop.index }, 'recording a close failed');
+    }
   }
 
   get isClosed(): boolean {

@@ -15,7 +15,7 @@ import { onSocksConnection } from './socks5.js';
 import { writeResponseDenial, writeSocketDenial } from './respond.js';
 import { refuseHop, type Answer } from './run-hop.js';
 import type { ProxyRuntime } from './runtime.js';
-import { answerInOrder, noteResponse, pendingResponse } from './answer-in-order.js';
+import { afterResponse, answerInOrder, noteResponse, pendingResponse } from './answer-in-order.js';
 import { bindListener, closeListeners, proxyProtocolGate, type ProxyProtocolGate, type SocketFile } from '../listen/index.js';
 
 const CONTEXT = Symbol('sluice.connection');
@@ -178,9 +178,18 @@ function createHttpServer(rt: ProxyRuntime, limits: HttpLimits): http.Server {
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const ctx = headParsed(req.socket);
     if (ctx === undefined) return void res.destroy();
+    const pending = pendingResponse(req.socket);
     noteResponse(req.socket, res);
     if (!isHttp11(req)) return refuseVersion(rt, ctx, req, (decision) => writeResponseDenial(res, decision, true));
-    onRequest(rt, ctx, req, res).catch((error: unknown) => lastResort(rt, req.socket, error));
+    if (pending === null) return void onRequest(rt, ctx, req, res).catch((error: unknown) => lastResort(rt, req.socket, error));
+    // A pipelined request waits for the responses ahead of it (RFC 9112 §9.3.2): if one of them closed the
+    // connection, nothing after it may reach an origin; it is recorded and dropped.
+    afterResponse(pending, req.socket, () => {
+      onRequest(rt, ctx, req, res).catch((error: unknown) => lastResort(rt, req.socket, error));
+    }, () => {
+      const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', req.url ?? '');
+      refuseHop(rt, ctx, hop, 'client_gone', 'the connection closed before the requests pipelined ahead of it were answered', () => res.destroy());
+    });
   });
   server.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
     const ctx = headParsed(socket);

@@ -71,9 +71,15 @@ const SOCKS_RESPONDER: TunnelResponder = {
 class HandshakeReader {
   private buffer = Buffer.alloc(0);
   private waiting: { n: number; resolve: (b: Buffer | null) => void } | null = null;
+  private ended = false;
 
   constructor(private readonly socket: net.Socket) {
     socket.on('data', this.onData);
+    // A client that half-closes mid-handshake sends no more: settle now, not at the handshake timeout.
+    socket.once('end', () => {
+      this.ended = true;
+      this.settle(null);
+    });
     socket.once('close', () => this.settle(null));
   }
 
@@ -101,7 +107,7 @@ class HandshakeReader {
     return new Promise((resolve) => {
       this.waiting = { n, resolve };
       this.pump();
-      if (this.socket.destroyed) this.settle(null);
+      if (this.ended || this.socket.destroyed) this.settle(null);
     });
   }
 
@@ -186,7 +192,8 @@ export async function onSocksConnection(rt: ProxyRuntime, ctx: ConnectionContext
     void decision;
   };
   await runHop(rt, ctx, hop, async (run) => {
-    const grant = identifyPresented(rt, ctx, hop, auth, 0);
+    let grant = identifyPresented(rt, ctx, hop, auth, 0);
+    if (grant instanceof Promise) grant = await grant;
     if (auth !== undefined) socket.write(Buffer.from([0x01, grant === null ? 0x01 : 0x00]));
     if (grant === null) return clearTimeout(timer);
     const target = await readTarget(r);

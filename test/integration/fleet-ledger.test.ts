@@ -3,6 +3,12 @@
 // working on another (a lost notification, a store outage, a store that comes back empty), an
 // instance that keeps serving on what it knew while cut off from the store, or a store error that
 // crashes it instead of failing closed with a reason.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { stringify } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
@@ -11,6 +17,7 @@ import { redisAvailable, startRedis, type TestRedis } from '../support/redis.js'
 import { startSluice, tableLookup, type TestSluice } from '../support/sluice.js';
 import { waitFor, waitUntil, withTimeout } from '../support/wait.js';
 
+const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/sluice.js');
 const MAX_STALE_MS = 300;
 // The promise is 100 ms p99 (measured by `npm run bench -- --fleet`); a test on a loaded 2-core CI
 // machine bounds it loosely, so that it proves propagation without flaking on scheduling.
@@ -161,6 +168,131 @@ describe.skipIf(!redisAvailable())('fleet: three instances share one ledger on R
     const [c] = await startFleet(1, 'f5:');
     expect(c!.app.runtime.registry.grants.has(grant.id)).toBe(false);
     expect(c!.app.ledger.get(grant.id)).toBeUndefined();
+  });
+
+  async function issueLimited(on: TestSluice, limits: Record<string, number>): Promise<{ id: string; token: string }> {
+    const r = await on.app.control.issueGrant({ destinations: [`tcp://echo.test:${echo.port}`], allowAddressClasses: ['loopback'], limits });
+    if (!r.ok) throw new Error(`issue failed: ${r.status} ${r.reason}`);
+    await waitUntil(() => fleet.every((s) => s.app.runtime.registry.grants.has(r.value.id)), { timeoutMs: 2000, label: 'every instance knows the grant' });
+    return { id: r.value.id, token: r.value.token };
+  }
+
+  it('maxConcurrent is exact across the fleet, and a closed connection gives its slot back on any instance', async () => {
+    redis = await startRedis();
+    const [a, b, c] = await startFleet(3, 'f7:');
+    const grant = await issueLimited(a!, { maxConcurrent: 3 });
+    const held = [await liveTunnel(a!, grant.token), await liveTunnel(a!, grant.token), await liveTunnel(b!, grant.token)];
+    const fourth = await openConnectTunnel(c!.port, `echo.test:${echo.port}`, auth(grant.token));
+    expect(fourth.status).toBe(429);
+    expect(fourth.head).toContain('details="connection_limit_reached"');
+    fourth.socket.destroy();
+    held[0]!.destroy();
+    await waitUntil(async () => {
+      const t = await openConnectTunnel(c!.port, `echo.test:${echo.port}`, auth(grant.token));
+      t.socket.destroy();
+      return t.status === 200;
+    }, { timeoutMs: 3000, label: 'the slot is back' });
+    for (const h of held) h.destroy();
+  });
+
+  it('maxConnections is exact across the fleet and survives a restart of every instance', async () => {
+    redis = await startRedis();
+    const [a, b] = await startFleet(2, 'f8:');
+    const grant = await issueLimited(a!, { maxConnections: 2 });
+    (await liveTunnel(a!, grant.token)).destroy();
+    (await liveTunnel(b!, grant.token)).destroy();
+    const third = await openConnectTunnel(a!.port, `echo.test:${echo.port}`, auth(grant.token));
+    expect(third.status).toBe(429);
+    expect(third.head).toContain('details="connection_quota_exhausted"');
+    third.socket.destroy();
+    for (const s of fleet.splice(0)) await s.close();
+    const [c] = await startFleet(1, 'f8:');
+    const afterRestart = await openConnectTunnel(c!.port, `echo.test:${echo.port}`, auth(grant.token));
+    expect(afterRestart.status).toBe(429);
+    afterRestart.socket.destroy();
+  });
+
+  it('the slots of an instance killed with SIGKILL come back within ledger.redis.leaseTtlMs', async () => {
+    redis = await startRedis();
+    const ledgerConfig = { store: 'redis', redis: { url: redis.url, keyPrefix: 'f9:', leaseTtlMs: 1000 }, maxStaleMs: MAX_STALE_MS };
+    fleet.push(await startSluice({ ledger: ledgerConfig }, { lookup: tableLookup({ 'echo.test': ['127.0.0.1'] }) }));
+    const b = fleet[0]!;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-fleet-kill-'));
+    const config = path.join(dir, 'sluice.yaml');
+    fs.writeFileSync(config, stringify({ listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }], state: path.join(dir, 'state'), audit: { file: path.join(dir, 'audit.log') }, dns: { hosts: { 'echo.test': ['127.0.0.1'] } }, ledger: ledgerConfig }));
+    const child = spawn(process.execPath, [BIN, 'start', '--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+    try {
+      let stderr = '';
+      child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+      await waitUntil(() => /"msg":"listening"/.test(stderr) || child.exitCode !== null, { timeoutMs: 20_000, label: 'the child listens' });
+      const port = Number(/"address":"127\.0\.0\.1:(\d+)"/.exec(stderr)?.[1] ?? 0);
+      expect(port, stderr).toBeGreaterThan(0);
+      const grant = await issueLimited(b, { maxConcurrent: 1 });
+      await waitUntil(async () => {
+        const t = await openConnectTunnel(port, `echo.test:${echo.port}`, auth(grant.token));
+        if (t.status === 200) return true;
+        t.socket.destroy();
+        return false;
+      }, { timeoutMs: 3000, label: 'the child holds the grant’s only slot' });
+      const onB = await openConnectTunnel(b.port, `echo.test:${echo.port}`, auth(grant.token));
+      expect(onB.head).toContain('details="connection_limit_reached"');
+      onB.socket.destroy();
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      child.kill('SIGKILL');
+      await withTimeout(exited, 5000, 'the child dies');
+      const killedAt = Date.now();
+      await waitUntil(async () => {
+        const t = await openConnectTunnel(b.port, `echo.test:${echo.port}`, auth(grant.token));
+        t.socket.destroy();
+        return t.status === 200;
+      }, { timeoutMs: 5000, label: 'the lease expired and the slot is back' });
+      expect(Date.now() - killedAt).toBeLessThan(1000 + LAG_BOUND_MS + 500);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('maxBytes holds across the fleet within one reserved chunk per instance', async () => {
+    redis = await startRedis();
+    const [a, b] = await startFleet(2, 'f10:');
+    const max = 200 * 1024;
+    const grant = await issueLimited(a!, { maxBytes: max });
+    let relayed = 0;
+    const payload = Buffer.alloc(8 * 1024, 0x61);
+    for (let round = 0; round < 100; round += 1) {
+      const on = round % 2 === 0 ? a! : b!;
+      const t = await openConnectTunnel(on.port, `echo.test:${echo.port}`, auth(grant.token));
+      if (t.status !== 200) {
+        t.socket.destroy();
+        break;
+      }
+      const echoed = await withTimeout(
+        new Promise<number>((resolve) => {
+          let got = 0;
+          t.socket.on('data', (c: Buffer) => {
+            got += c.length;
+            if (got >= payload.length) resolve(got);
+          });
+          t.socket.once('close', () => resolve(got));
+          t.socket.write(payload);
+        }),
+        3000,
+        'echo',
+      );
+      relayed += payload.length + echoed;
+      t.socket.destroy();
+      await waitFor(t.socket, 'close', 2000).catch(() => undefined);
+    }
+    // Up and down both count. Each instance may go one chunk (16 KiB here) past the budget while a
+    // reservation is in flight, and may stop short by what it reserved and did not use (under two chunks).
+    const chunk = 16 * 1024;
+    expect(relayed).toBeLessThanOrEqual(max + 2 * chunk + 2 * payload.length);
+    expect(relayed).toBeGreaterThanOrEqual(max - 2 * 2 * chunk - 2 * payload.length);
+    // And the store counted no more than that either.
+    const admin = await redis.client();
+    clients.push(admin);
+    expect(Number(await admin.hget(`f10:usage:${grant.id}`, 'bytes'))).toBeLessThanOrEqual(max);
   });
 
   it('store errors are refusals with a reason, never a crash: no server, wrong password, a key of the wrong type', async () => {

@@ -8,7 +8,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { grantSpecSchema } from '../../../src/config/index.js';
-import { AuthThrottle, GrantRegistry } from '../../../src/grant/index.js';
+import { AuthThrottle, GrantRegistry, type RuntimeGrant } from '../../../src/grant/index.js';
 import { sha256 } from '../../../src/identity/index.js';
 import { SelfAddresses } from '../../../src/resolve/index.js';
 import { ConnectionContext } from '../../../src/proxy/connection-context.js';
@@ -65,9 +65,11 @@ function connection(bound: string | null = null): ConnectionContext {
 }
 
 /** One CONNECT hop on `ctx` presenting `header` with `headerCount` fields. */
-function identifyOn(f: Fixture, ctx: ConnectionContext, header: string | undefined, headerCount = 3): { hop: Hop; grant: ReturnType<typeof identifyPresented> } {
+function identifyOn(f: Fixture, ctx: ConnectionContext, header: string | undefined, headerCount = 3): { hop: Hop; grant: RuntimeGrant | null } {
   const hop = new Hop(ctx.nextHop(), 'connect', 'CONNECT', 'a.test:443');
   const grant = identifyPresented(f.rt, ctx, hop, header, headerCount);
+  // Without a fleet's shared budgets, identification never waits.
+  if (grant instanceof Promise) throw new Error('identifyPresented returned a promise without shared budgets');
   return { hop, grant };
 }
 
