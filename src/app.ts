@@ -210,6 +210,8 @@ async function startFleetSync(ledger: Ledger, store: RedisLedgerStore, config: C
     maxStaleMs: config.ledger.maxStaleMs,
     now: Date.now,
     onStoreState: (up, detail) => (up ? log.info({ store: store.label }, detail) : log.error({ store: store.label }, detail)),
+    onCatchUp: (up, stalenessMs) => runtime.metrics.ledgerStore(up, stalenessMs / 1000),
+    onRevocationLag: (lagMs) => runtime.metrics.revocationLagSeconds(lagMs / 1000),
   });
   await sync.start();
   return sync;

@@ -15,6 +15,8 @@ export interface FleetSyncOptions {
   readonly onStoreState: (up: boolean, detail: string) => void;
   /** How long after `at` (the revoking instance's clock) this instance applied a revocation, in ms. */
   readonly onRevocationLag?: (lagMs: number) => void;
+  /** After every catch-up: whether the store answered, and how long since it last did, in ms. */
+  readonly onCatchUp?: (up: boolean, stalenessMs: number) => void;
 }
 
 export class FleetSync {
@@ -92,6 +94,7 @@ export class FleetSync {
         this.options.onStoreState(false, `ledger store ${this.store.label} unreachable: ${(error as Error).message}`);
       }
     }
+    this.options.onCatchUp?.(this.up, this.stalenessMs);
   }
 
   async stop(): Promise<void> {

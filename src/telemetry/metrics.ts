@@ -37,6 +37,9 @@ export interface MetricsSink {
   pacCache(hit: boolean): void;
   ledger(active: number, revoked: number, expired: number): void;
   closed(reason: string): void;
+  /** The shared ledger store: whether it answers, and for how long it has not. */
+  ledgerStore(up: boolean, stalenessSeconds: number): void;
+  revocationLagSeconds(seconds: number): void;
   render(): Promise<RenderedMetrics>;
 }
 
@@ -116,7 +119,7 @@ function isCountable(n: number): boolean {
   return n > 0 && n !== Infinity;
 }
 
-function histogram(registry: Registry, name: 'sluice_authorize_duration_seconds' | 'sluice_dial_duration_seconds'): Histogram.Internal<string> {
+function histogram(registry: Registry, name: 'sluice_authorize_duration_seconds' | 'sluice_dial_duration_seconds' | 'sluice_revocation_lag_seconds'): Histogram.Internal<string> {
   const { help, labelNames, buckets } = MetricSpecs[name];
   return new Histogram({ name, help, labelNames, buckets: [...buckets], registers: [registry] }).labels();
 }
@@ -158,6 +161,9 @@ export class Metrics implements MetricsSink {
   private readonly ledgerBy: Record<(typeof LedgerStates)[number], GaugeSeries>;
   private readonly closes = new Map<string, CounterSeries>();
   private readonly closeOther: CounterSeries;
+  private readonly storeUp: GaugeSeries;
+  private readonly storeStaleness: GaugeSeries;
+  private readonly revocationLag: Histogram.Internal<string>;
 
   constructor(options: MetricsOptions = {}) {
     const registry = this.registry;
@@ -182,6 +188,10 @@ export class Metrics implements MetricsSink {
     const closes = new CounterFamily(registry, 'sluice_closes_total');
     for (const reason of MetricCloseReasons) this.closes.set(reason, closes.add(reason));
     this.closeOther = this.closes.get(CLOSE_REASON_OTHER) ?? closes.add(CLOSE_REASON_OTHER);
+    this.storeUp = new GaugeFamily(registry, 'sluice_ledger_store_up').add();
+    this.storeUp.value = 1;
+    this.storeStaleness = new GaugeFamily(registry, 'sluice_ledger_store_staleness_seconds').add();
+    this.revocationLag = histogram(registry, 'sluice_revocation_lag_seconds');
     for (const listener of options.listeners ?? []) this.seriesFor(listener);
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   }
@@ -242,6 +252,15 @@ export class Metrics implements MetricsSink {
     (this.closes.get(reason) ?? this.closeOther).pending += 1;
   }
 
+  ledgerStore(up: boolean, stalenessSeconds: number): void {
+    this.storeUp.value = up ? 1 : 0;
+    if (stalenessSeconds >= 0 && stalenessSeconds !== Infinity) this.storeStaleness.value = stalenessSeconds;
+  }
+
+  revocationLagSeconds(seconds: number): void {
+    if (seconds >= 0 && seconds !== Infinity) this.revocationLag.observe(seconds);
+  }
+
   async render(): Promise<RenderedMetrics> {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
@@ -275,6 +294,8 @@ export class NoopMetrics implements MetricsSink {
   pacCache(): void {}
   ledger(): void {}
   closed(): void {}
+  ledgerStore(): void {}
+  revocationLagSeconds(): void {}
   render(): Promise<RenderedMetrics> {
     return Promise.resolve({ contentType: 'text/plain; version=0.0.4; charset=utf-8', body: '' });
   }

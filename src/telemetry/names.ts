@@ -23,6 +23,9 @@ export const DIAL_BUCKETS_SECONDS = [
   1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 ] as const;
 
+/** A revocation travels the fleet in one notification or one 25 ms poll: milliseconds, with a tail. */
+export const REVOCATION_LAG_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const;
+
 export const MetricSpecs = {
   sluice_decisions_total: {
     type: 'counter',
@@ -80,6 +83,22 @@ export const MetricSpecs = {
     type: 'counter',
     help: 'Tunnels and forwarded responses that ended, by close reason.',
     labelNames: ['reason'],
+  },
+  sluice_ledger_store_up: {
+    type: 'gauge',
+    help: 'Whether the shared ledger store (ledger.store: redis) answered the last catch-up: 1 or 0.',
+    labelNames: [],
+  },
+  sluice_ledger_store_staleness_seconds: {
+    type: 'gauge',
+    help: 'Time since the shared ledger store last answered a catch-up; past ledger.maxStaleMs every new hop is refused.',
+    labelNames: [],
+  },
+  sluice_revocation_lag_seconds: {
+    type: 'histogram',
+    help: 'Time from a revocation on another instance (its clock) to this instance applying it.',
+    labelNames: [],
+    buckets: REVOCATION_LAG_BUCKETS_SECONDS,
   },
 } as const satisfies Record<`sluice_${string}`, MetricSpec>;
 

@@ -180,6 +180,21 @@ describe('Metrics: each method moves exactly its series', () => {
     ]);
   });
 
+  it('ledgerStore() shows the shared store up or down and its staleness; revocation lag lands in its histogram', async () => {
+    const m = new Metrics({ defaultMetrics: false });
+    expect(valueOf(await scrape(m), 'sluice_ledger_store_up')).toBe(1);
+    m.ledgerStore(false, 2.5);
+    m.revocationLagSeconds(0.03);
+    const families = await scrape(m);
+    expect(valueOf(families, 'sluice_ledger_store_up')).toBe(0);
+    expect(valueOf(families, 'sluice_ledger_store_staleness_seconds')).toBe(2.5);
+    expect(valueOf(families, 'sluice_revocation_lag_seconds_count')).toBe(1);
+    expect(valueOf(families, 'sluice_revocation_lag_seconds_bucket', { le: '0.05' })).toBe(1);
+    expect(valueOf(families, 'sluice_revocation_lag_seconds_bucket', { le: '0.025' })).toBe(0);
+    m.ledgerStore(true, 0.01);
+    expect(valueOf(await scrape(m), 'sluice_ledger_store_up')).toBe(1);
+  });
+
   it('ignores values a counter or histogram cannot take, so a scrape never fails', async () => {
     const m = new Metrics({ defaultMetrics: false });
     const before = snapshot(await scrape(m));
