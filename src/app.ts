@@ -4,7 +4,7 @@ import net from 'node:net';
 import { ProxyError, type ControlResult, type LookupAll, type LookupAnswer, type ProxyControl } from './core/index.js';
 import { loadConfig, type Config, type ConfigIssue } from './config/index.js';
 import { canonicalizeHost } from './authority/index.js';
-import { FleetSync, Ledger, LedgerStore, RedisLedgerStore, type GrantRecord } from './ledger/index.js';
+import { FleetSync, Ledger, LedgerStore, RedisLedgerStore, UsageFile, type GrantRecord } from './ledger/index.js';
 import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSystemLookup, type ReadInterfaces } from './resolve/index.js';
 import { buildRoutes, type PacSource } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive } from './egress/index.js';
@@ -18,6 +18,8 @@ import { checkSocketGroups } from './listen/index.js';
 
 /** How often a fleet instance polls the shared store's revision, beside its notifications (docs/fleet.md). */
 const FLEET_POLL_MS = 25;
+/** How often the file store writes what each grant used, while it changes (a kill -9 loses at most this). */
+const USAGE_FLUSH_MS = 1000;
 
 export interface AppOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -238,6 +240,15 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
   const revokedConfig = new Set(ledger.list().filter((r) => r.source === 'config' && r.revokedAt !== null).map((r) => r.id));
   installConfigGrants(registry, config, tokens, revokedConfig);
   for (const record of ledger.list()) if (record.source === 'runtime') installRecord(registry, record, runtime.log);
+  // On the file store, budgets survive restarts through the usage file (on Redis, the store counts them).
+  const usageFile = shared === null ? new UsageFile(config.state) : null;
+  if (usageFile !== null) {
+    const used = await usageFile.read().catch((error: Error) => {
+      throw new ProxyError('ERR_LEDGER_UNREADABLE', `cannot read ${usageFile.file}: ${error.message}`, { cause: error });
+    });
+    registry.seedUsage(used);
+    usageFile.start(() => registry.usageSnapshot(), USAGE_FLUSH_MS);
+  }
 
   const listeners = await startListeners(runtime, config.listeners, httpLimits(config));
   for (const l of listeners) self.add(l.address);
@@ -337,6 +348,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
       await admin?.close();
       await metricsServer?.close();
       await sync?.stop();
+      await usageFile?.stop(() => registry.usageSnapshot()).catch((error: Error) => runtime.log.error({}, `cannot write the usage file: ${error.message}`));
       registry.close();
       runtime.routes.close();
       await runtime.forwardAgent.close();

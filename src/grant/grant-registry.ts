@@ -236,6 +236,22 @@ export class GrantRegistry {
     return this.usage.get(grantId) ?? NO_USAGE;
   }
 
+  /** What each grant used, for the usage file (budgets across restarts on the file store). */
+  usageSnapshot(): Map<string, { readonly connections: number; readonly bytes: number }> {
+    const out = new Map<string, { connections: number; bytes: number }>();
+    for (const [id, usage] of this.usage) if (usage.connections > 0 || usage.bytes > 0) out.set(id, { connections: usage.connections, bytes: usage.bytes });
+    return out;
+  }
+
+  /** Starts each grant's counters from what it used before a restart. */
+  seedUsage(used: ReadonlyMap<string, { readonly connections: number; readonly bytes: number }>): void {
+    for (const [id, count] of used) {
+      const usage = this.usageOf(id);
+      usage.connections = count.connections;
+      usage.bytes = count.bytes;
+    }
+  }
+
   activeConnections(grantId: string): number {
     return this.live.get(grantId)?.size ?? 0;
   }

@@ -5,3 +5,4 @@ export * from './shared-store.js';
 export * from './redis-store.js';
 export * from './fleet-sync.js';
 export * from './redis-budgets.js';
+export * from './usage-file.js';

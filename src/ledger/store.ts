@@ -7,14 +7,19 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 
 export const LEDGER_FILE = 'ledger.json';
+/** What each grant used (budgets across restarts on the file store; usage-file.ts). */
+export const USAGE_FILE = 'usage.json';
 
 export class LedgerStore {
   private queue: Promise<void> = Promise.resolve();
 
-  constructor(readonly dir: string) {}
+  constructor(
+    readonly dir: string,
+    private readonly name: string = LEDGER_FILE,
+  ) {}
 
   get file(): string {
-    return path.join(this.dir, LEDGER_FILE);
+    return path.join(this.dir, this.name);
   }
 
   async read(): Promise<unknown> {
