@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The fleet benchmark: `npm run bench:fleet` (about 2 minutes). One redis-server and 3 Sluice
+// The fleet benchmark: `npm run bench:fleet` (about 2 to 3 minutes). One redis-server and 3 Sluice
 // instances on ledger.store redis (docs/fleet.md), a loopback echo origin (bench/loadgen.c in server
 // mode) and 1,000 live tunnels spread over the instances. Measures:
 //   1. revocation lag: from a DELETE /v1/grants/{id} sent to one instance's admin socket to the last of
@@ -8,7 +8,12 @@
 //      revision poll carries it;
 //   2. new tunnels/s of one Sluice on the Redis store against the file store (bench/loadgen.c rate,
 //      c=32, interleaved rounds, medians), and the ratio;
-//   3. budget overshoot: not measured, because budgets are still per instance (docs/fleet.md).
+//   3. budgets across the fleet (docs/fleet.md, "Budgets across the fleet"), on the same 3 instances
+//      (ledger.redis.leaseTtlMs 2000): maxBytes 4 MiB driven from every instance at once until refused,
+//      the bytes relayed (counted at the client and at an in-process echo origin), the store's count and
+//      the overshoot against the bound of one chunk per instance, 5 times; maxConcurrent 10 under 40
+//      concurrent CONNECTs, 5 times; maxConnections 30 under 60 CONNECTs, 3 times; and the time until a
+//      SIGKILLed instance's leases come back.
 // Writes bench/results/<date>-<commit>-fleet.json and .md. See bench/README.md, "Fleet". Only
 // loopback traffic; every child runs in its own process group and is killed on exit, failure and
 // SIGINT; every loop has a count and a time bound, every socket a timeout. No dependency beyond node:
@@ -746,6 +751,465 @@ async function revocationPhase({ mode, fleet, redis, origin, grantsPerPhase, tun
   return phase;
 }
 
+// ---------- part 1b: budgets across the fleet (docs/fleet.md, "Budgets across the fleet") ----------
+const LEASE_TTL_MS = 2000; // ledger.redis.leaseTtlMs of the fleet's instances (the default is 10 s)
+const FLEET_PREFIX = 'fleet:';
+const BYTES_MAX = 4 << 20; // limits.maxBytes of the byte-budget grants
+const BYTES_TUNNELS_PER_INSTANCE = 4;
+const BYTES_REPS = 5;
+/**
+ * How each tunnel drives the maxBytes grant: "bulk" keeps 256 KiB in flight (a plain upload through an
+ * echo), "paced" one 16 KiB write at a time, so that the reservations can keep up with the relay.
+ */
+const BYTE_VARIANTS = [
+  { variant: 'bulk', window: 256 << 10, block: 16 << 10 },
+  { variant: 'paced', window: 16 << 10, block: 16 << 10 },
+];
+const CONC_REPS = 5;
+const QUOTA_REPS = 3;
+/** grant/shared-budgets.ts byteChunk(), restated: a 64th of the budget, between 16 KiB and 1 MiB. */
+const byteChunk = (maxBytes) => Math.min(1 << 20, Math.max(16 << 10, Math.ceil(maxBytes / 64)));
+
+/**
+ * An echo origin in this process that counts what reaches it: the bytes Sluice relayed upstream,
+ * exactly (the client counts the downstream ones).
+ */
+function startCountingEcho() {
+  return new Promise((resolve, reject) => {
+    const state = { received: 0, open: 0, accepted: 0 };
+    const sockets = new Set();
+    const server = net.createServer({ allowHalfOpen: true }, (s) => {
+      state.open++;
+      state.accepted++;
+      sockets.add(s);
+      s.setNoDelay(true);
+      s.setTimeout(30_000, () => s.destroy());
+      s.on('data', (d) => {
+        state.received += d.length;
+        if (!s.write(d)) s.pause();
+      });
+      s.on('drain', () => s.resume());
+      s.on('end', () => s.end());
+      s.on('error', () => {});
+      s.on('close', () => {
+        state.open--;
+        sockets.delete(s);
+      });
+    });
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () =>
+      resolve({
+        port: server.address().port,
+        state,
+        close: () => {
+          for (const s of sockets) s.destroy();
+          server.close();
+        },
+      }),
+    );
+  });
+}
+
+/** POST /v1/grants with limits, on one instance; waits until every instance of the fleet knows it. */
+async function issueBudgetGrant(fleet, issuer, destinations, limits) {
+  const r = await admin(issuer, 'POST', '/v1/grants', { destinations, allowAddressClasses: ['loopback'], limits });
+  if (r.status !== 201 || typeof r.body?.token !== 'string') throw new Error(`POST /v1/grants (limits ${JSON.stringify(limits)}) on ${issuer.name}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
+  const g = { id: r.body.id, token: r.body.token };
+  const end = Date.now() + 10_000;
+  for (const inst of fleet) {
+    while ((await admin(inst, 'GET', `/v1/grants/${g.id}`, undefined, 2000)).status !== 200) {
+      if (Date.now() > end) throw new Error(`${inst.name} did not learn grant ${g.id} within 10 s`);
+      await sleep(20);
+    }
+  }
+  return g;
+}
+
+/** The status and the Proxy-Status details (Sluice's reason) of a CONNECT answer head. */
+function parseAnswer(head) {
+  return { status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1]) || 0, reason: /details="([^"]*)"/i.exec(head)?.[1] ?? null };
+}
+
+/**
+ * One CONNECT attempt; never rejects. Resolves { ok, status, reason, error, sock } once the tunnel is
+ * proven by one echoed byte (ok: the socket is kept open and returned) or refused/failed.
+ */
+function tryTunnel(port, authority, token, timeoutMs = 3000) {
+  return new Promise((resolve) => {
+    const r = { ok: false, status: 0, reason: null, error: null, sock: null };
+    const sock = net.connect({ host: '127.0.0.1', port });
+    let head = Buffer.alloc(0);
+    let stage = 'head';
+    const done = (error) => {
+      if (stage === 'done') return;
+      stage = 'done';
+      sock.removeAllListeners('data');
+      sock.setTimeout(0);
+      if (error !== null) {
+        r.error ??= error;
+        sock.destroy();
+      } else {
+        r.ok = true;
+        r.sock = sock;
+        sock.resume();
+        sock.setTimeout(IDLE_GUARD_MS, () => sock.destroy());
+      }
+      resolve(r);
+    };
+    sock.setNoDelay(true);
+    sock.setTimeout(timeoutMs, () => done('timeout'));
+    sock.on('error', (e) => {
+      if (stage !== 'done') done(e.code ?? e.message);
+    });
+    sock.on('close', () => {
+      if (stage !== 'done') done(`closed during ${stage}`);
+    });
+    sock.on('connect', () => sock.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\nProxy-Authorization: Bearer ${token}\r\n\r\n`));
+    sock.on('data', (d) => {
+      head = Buffer.concat([head, d]);
+      if (stage === 'head') {
+        const end = head.indexOf('\r\n\r\n');
+        if (end < 0) return head.length > 16384 ? done('response head too large') : undefined;
+        Object.assign(r, parseAnswer(head.toString('latin1', 0, end)));
+        if (r.status !== 200) return done(`refused ${r.status}`);
+        head = head.subarray(end + 4);
+        stage = 'echo';
+        sock.write('x');
+      }
+      if (stage === 'echo' && head.length >= 1) done(head[0] === 0x78 ? null : 'the echo byte differs');
+    });
+  });
+}
+
+/**
+ * A CONNECT that, once answered 200, keeps up to `window` bytes in flight through the echo origin until
+ * the proxy cuts it (or `capBytes` are written and echoed, or nothing moves for idleMs). Never rejects.
+ */
+function pumpTunnel(port, authority, token, { block, window, capBytes, idleMs = 5000 }) {
+  return new Promise((resolve) => {
+    const r = { opened: false, status: 0, reason: null, written: 0, received: 0, cut: false, capped: false, timedOut: false, error: null };
+    const sock = net.connect({ host: '127.0.0.1', port });
+    let head = Buffer.alloc(0);
+    let stage = 'head';
+    let weClosed = false;
+    const close = () => {
+      weClosed = true;
+      sock.destroy();
+    };
+    const pump = () => {
+      while (stage === 'open' && !weClosed && r.written - r.received < window && r.written < capBytes) {
+        sock.write(block);
+        r.written += block.length;
+      }
+      if (r.written >= capBytes && r.received >= r.written) {
+        r.capped = true;
+        close();
+      }
+    };
+    sock.setNoDelay(true);
+    sock.setTimeout(idleMs, () => {
+      r.timedOut = true;
+      close();
+    });
+    sock.on('error', (e) => (r.error ??= e.code ?? e.message));
+    sock.on('close', () => {
+      if (stage === 'open' && !weClosed) r.cut = true;
+      sock.setTimeout(0);
+      resolve(r);
+    });
+    sock.on('connect', () => sock.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\nProxy-Authorization: Bearer ${token}\r\n\r\n`));
+    sock.on('data', (d) => {
+      if (stage === 'open') {
+        r.received += d.length;
+        return pump();
+      }
+      if (stage !== 'head') return;
+      head = Buffer.concat([head, d]);
+      const end = head.indexOf('\r\n\r\n');
+      if (end < 0) {
+        if (head.length > 16384) {
+          r.error = 'response head too large';
+          close();
+        }
+        return;
+      }
+      Object.assign(r, parseAnswer(head.toString('latin1', 0, end)));
+      if (r.status !== 200) {
+        stage = 'refused';
+        return close();
+      }
+      stage = 'open';
+      r.opened = true;
+      r.received += head.length - (end + 4);
+      pump();
+    });
+  });
+}
+
+const countBy = (list, key) => {
+  const out = {};
+  for (const x of list) {
+    const k = key(x);
+    out[k] = (out[k] ?? 0) + 1;
+  }
+  return out;
+};
+
+/** maxBytes: every instance drives the grant at once, reconnecting after each cut, until refused. */
+async function byteBudgetRep({ fleet, redis, echo, rep, deadline, variant, window, block: blockSize }) {
+  const maxBytes = BYTES_MAX;
+  const chunk = byteChunk(maxBytes);
+  const authority = `${ORIGIN_NAME}:${echo.port}`;
+  // the previous repetition's origin sockets are gone before the counters start again
+  for (let i = 0; i < 100 && echo.state.open > 0; i++) await sleep(20);
+  const g = await issueBudgetGrant(fleet, fleet[rep % fleet.length], [`tcp://${authority}`], { maxBytes });
+  const originBefore = echo.state.received;
+  const block = Buffer.alloc(blockSize, 0x61);
+  const endAt = Math.min(deadline, Date.now() + 20_000);
+  const tunnels = [];
+  const workers = [];
+  const t0 = performance.now();
+  for (let i = 0; i < fleet.length; i++) {
+    for (let k = 0; k < BYTES_TUNNELS_PER_INSTANCE; k++) {
+      workers.push(
+        (async () => {
+          // each worker: a tunnel at a time; after a cut, a new one; stops once the CONNECT is refused
+          for (let n = 0; n < 60 && Date.now() < endAt; n++) {
+            const r = await pumpTunnel(fleet[i].port, authority, g.token, { block, window, capBytes: 4 * maxBytes });
+            tunnels.push({ inst: i, worker: k, ...r });
+            if (!r.opened && r.reason === 'byte_limit_reached') return 'refused';
+            if (r.opened && !r.cut) return r.capped ? 'capped' : 'stalled';
+            if (!r.opened) await sleep(20);
+          }
+          return 'bounded';
+        })(),
+      );
+    }
+  }
+  const ends = await Promise.all(workers);
+  const driveMs = performance.now() - t0;
+  for (let i = 0; i < 100 && echo.state.open > 0; i++) await sleep(20);
+  const storeBytes = Number(await redis.client.call('HGET', `${FLEET_PREFIX}usage:${g.id}`, 'bytes'));
+  const received = tunnels.reduce((n, t) => n + t.received, 0);
+  const echoedWritten = tunnels.reduce((n, t) => n + Math.min(t.written, t.received), 0);
+  const clientRelayed = echoedWritten + received; // written bytes that came back, plus the bytes that came back
+  const originReceived = echo.state.received - originBefore;
+  const exactRelayed = originReceived + received; // upstream as counted by the origin, downstream by the client
+  const perInstance = fleet.map((inst, i) => {
+    const mine = tunnels.filter((t) => t.inst === i);
+    return { name: inst.name, tunnels: mine.filter((t) => t.opened).length, cut: mine.filter((t) => t.cut).length, received: mine.reduce((n, t) => n + t.received, 0) };
+  });
+  const bound = fleet.length * chunk;
+  const rec = {
+    variant,
+    window,
+    block: blockSize,
+    rep,
+    grant: g.id,
+    maxBytes,
+    chunk,
+    bound,
+    shortBound: 2 * fleet.length * chunk,
+    driveMs,
+    clientRelayed,
+    exactRelayed,
+    originReceived,
+    clientReceived: received,
+    storeBytes,
+    overshoot: clientRelayed - maxBytes,
+    exactOvershoot: exactRelayed - maxBytes,
+    tunnelsOpened: tunnels.filter((t) => t.opened).length,
+    tunnelsCut: tunnels.filter((t) => t.cut).length,
+    refusals: countBy(tunnels.filter((t) => !t.opened), (t) => t.reason ?? t.error ?? `status ${t.status}`),
+    workerEnds: countBy(ends, (e) => e),
+    perInstance,
+  };
+  rec.boundHeld = rec.exactOvershoot <= bound && rec.overshoot <= bound;
+  rec.shortfallWithinBound = maxBytes - exactRelayed < rec.shortBound;
+  return rec;
+}
+
+/** maxConcurrent: `attempts` CONNECTs at once, round-robin over the instances, held until all are answered. */
+async function concurrencyRep({ fleet, redis, origin, rep, maxConcurrent = 10, attempts = 40 }) {
+  const authority = `${ORIGIN_NAME}:${origin.echo}`;
+  const g = await issueBudgetGrant(fleet, fleet[rep % fleet.length], [`tcp://${authority}`], { maxConcurrent });
+  const results = await Promise.all(Array.from({ length: attempts }, (_, k) => tryTunnel(fleet[k % fleet.length].port, authority, g.token, 5000)));
+  const ok = results.filter((r) => r.ok);
+  const leasesHeld = Number(await redis.client.call('ZCARD', `${FLEET_PREFIX}leases:${g.id}`));
+  for (const r of ok) r.sock.destroy();
+  // closed connections give their leases back at once
+  let leasesAfter = leasesHeld;
+  const end = Date.now() + 3000;
+  while (Date.now() < end && leasesAfter > 0) {
+    await sleep(20);
+    leasesAfter = Number(await redis.client.call('ZCARD', `${FLEET_PREFIX}leases:${g.id}`));
+  }
+  return {
+    rep,
+    grant: g.id,
+    maxConcurrent,
+    attempts,
+    succeeded: ok.length,
+    perInstance: fleet.map((_, i) => results.filter((r, k) => r.ok && k % fleet.length === i).length),
+    refusals: countBy(results.filter((r) => !r.ok), (r) => r.reason ?? r.error),
+    leasesWhileHeld: leasesHeld,
+    leasesAfterClose: leasesAfter,
+    exact: ok.length === maxConcurrent,
+  };
+}
+
+/** maxConnections: `attempts` CONNECTs, 3 in flight, round-robin over the instances, each closed once proven. */
+async function quotaRep({ fleet, redis, origin, rep, maxConnections = 30, attempts = 60 }) {
+  const authority = `${ORIGIN_NAME}:${origin.echo}`;
+  const g = await issueBudgetGrant(fleet, fleet[rep % fleet.length], [`tcp://${authority}`], { maxConnections });
+  const plan = Array.from({ length: attempts }, (_, k) => ({ k, inst: k % fleet.length, r: null }));
+  await pool(plan, fleet.length, 30_000, async (a) => {
+    a.r = await tryTunnel(fleet[a.inst].port, authority, g.token, 3000);
+    if (a.r.ok) a.r.sock.destroy();
+  });
+  const done = plan.filter((a) => a.r !== null);
+  const ok = done.filter((a) => a.r.ok);
+  const storeConnections = Number(await redis.client.call('HGET', `${FLEET_PREFIX}usage:${g.id}`, 'connections'));
+  return {
+    rep,
+    grant: g.id,
+    maxConnections,
+    attempts: done.length,
+    succeeded: ok.length,
+    perInstance: fleet.map((_, i) => ok.filter((a) => a.inst === i).length),
+    lastSuccessAt: ok.length ? Math.max(...ok.map((a) => a.k)) : null,
+    refusals: countBy(done.filter((a) => !a.r.ok), (a) => a.r.reason ?? a.r.error),
+    storeConnections,
+    exact: ok.length === maxConnections,
+  };
+}
+
+/**
+ * Lease return: one instance holds all 5 slots of a maxConcurrent-5 grant; SIGKILL its process group;
+ * the time until a CONNECT for the grant succeeds on another instance. The instance is not restarted
+ * (nothing after this uses the fleet).
+ */
+async function leaseReturn({ fleet, redis, origin, victimIndex }) {
+  const maxConcurrent = 5;
+  const authority = `${ORIGIN_NAME}:${origin.echo}`;
+  const victim = fleet[victimIndex];
+  const others = fleet.filter((_, i) => i !== victimIndex);
+  const g = await issueBudgetGrant(fleet, others[0], [`tcp://${authority}`], { maxConcurrent });
+  const held = [];
+  for (let i = 0; i < maxConcurrent; i++) {
+    const r = await tryTunnel(victim.port, authority, g.token, 3000);
+    if (!r.ok) throw new Error(`lease return: tunnel ${i + 1} on ${victim.name} failed: ${r.reason ?? r.error}`);
+    held.push(r.sock);
+  }
+  const before = await tryTunnel(others[0].port, authority, g.token, 3000);
+  if (before.ok) before.sock.destroy();
+  const rec = { grant: g.id, maxConcurrent, leaseTtlMs: LEASE_TTL_MS, renewEveryMs: Math.max(100, Math.floor(LEASE_TTL_MS / 3)), victim: victim.name, heldOnVictim: held.length, refusedBeforeKill: before.ok ? 'NOT refused' : before.reason ?? before.error };
+  victim.killedByBench = true;
+  const t0 = performance.now();
+  try {
+    process.kill(-victim.child.pid, 'SIGKILL');
+  } catch (e) {
+    throw new Error(`lease return: SIGKILL to ${victim.name}'s group failed: ${e.message}`);
+  }
+  // what the store says right after the kill: the latest lease expiry against Redis' clock
+  const [leases, time] = await Promise.all([redis.client.call('ZRANGE', `${FLEET_PREFIX}leases:${g.id}`, '0', '-1', 'WITHSCORES'), redis.client.call('TIME')]);
+  const redisNow = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+  const expiries = leases.filter((_, i) => i % 2 === 1).map(Number);
+  rec.leasesAtKill = expiries.length;
+  rec.predictedMs = expiries.length ? Math.max(...expiries) - redisNow : null;
+  rec.firstExpiryMs = expiries.length ? Math.min(...expiries) - redisNow : null;
+  const refusals = [];
+  let attempts = 0;
+  while (attempts < 600 && performance.now() - t0 < 4 * LEASE_TTL_MS + 5000) {
+    const r = await tryTunnel(others[attempts % others.length].port, authority, g.token, 2000);
+    attempts++;
+    if (r.ok) {
+      rec.measuredMs = performance.now() - t0;
+      rec.on = others[(attempts - 1) % others.length].name;
+      r.sock.destroy();
+      break;
+    }
+    refusals.push(r.reason ?? r.error);
+    await sleep(10);
+  }
+  rec.measuredMs ??= null;
+  rec.attempts = attempts;
+  rec.refusalsMeanwhile = countBy(refusals, (x) => x);
+  for (const s of held) s.destroy();
+  await Promise.race([victim.child.exited, sleep(2000)]);
+  return rec;
+}
+
+async function budgetPart({ fleet, redis, origin, deadline }) {
+  const out = { leaseTtlMs: LEASE_TTL_MS, bytes: [], concurrency: [], quota: [], lease: null, skipped: [] };
+  const echo = await startCountingEcho();
+  try {
+    for (const v of BYTE_VARIANTS) for (let rep = 1; rep <= BYTES_REPS; rep++) {
+      if (Date.now() > deadline - 30_000) {
+        out.skipped.push(`maxBytes ${v.variant} repetition ${rep}`);
+        continue;
+      }
+      const r = await byteBudgetRep({ fleet, redis, echo, rep, deadline: deadline - 25_000, ...v });
+      out.bytes.push(r);
+      log(`budget maxBytes ${v.variant} ${rep}: relayed ${r.clientRelayed} (client) ${r.exactRelayed} (origin+client), store ${r.storeBytes}, overshoot ${r.overshoot} / ${r.exactOvershoot} vs bound ${r.bound}; ${r.tunnelsOpened} tunnels, ${r.tunnelsCut} cut, refusals ${JSON.stringify(r.refusals)}`);
+    }
+  } finally {
+    echo.close();
+  }
+  for (let rep = 1; rep <= CONC_REPS; rep++) {
+    if (Date.now() > deadline - 20_000) {
+      out.skipped.push(`maxConcurrent repetition ${rep}`);
+      continue;
+    }
+    const r = await concurrencyRep({ fleet, redis, origin, rep });
+    out.concurrency.push(r);
+    log(`budget maxConcurrent ${rep}: ${r.succeeded}/${r.attempts} succeeded (${r.perInstance.join('/')}), refusals ${JSON.stringify(r.refusals)}, leases ${r.leasesWhileHeld} → ${r.leasesAfterClose} after close`);
+  }
+  for (let rep = 1; rep <= QUOTA_REPS; rep++) {
+    if (Date.now() > deadline - 15_000) {
+      out.skipped.push(`maxConnections repetition ${rep}`);
+      continue;
+    }
+    const r = await quotaRep({ fleet, redis, origin, rep });
+    out.quota.push(r);
+    log(`budget maxConnections ${rep}: ${r.succeeded}/${r.attempts} succeeded (${r.perInstance.join('/')}), store connections ${r.storeConnections}, refusals ${JSON.stringify(r.refusals)}`);
+  }
+  if (Date.now() > deadline - 10_000) out.skipped.push('lease return');
+  else {
+    out.lease = await leaseReturn({ fleet, redis, origin, victimIndex: fleet.length - 1 });
+    log(`budget lease return: ${fmt(out.lease.measuredMs, 0)} ms after SIGKILL of ${out.lease.victim} (store's latest expiry ${fmt(out.lease.predictedMs, 0)} ms; leaseTtlMs ${LEASE_TTL_MS}), ${out.lease.attempts} attempts`);
+  }
+  const bytesSummary = (list) => {
+    if (!list.length) return null;
+    const over = list.map((r) => r.overshoot);
+    const exactOver = list.map((r) => r.exactOvershoot);
+    const short = list.map((r) => r.maxBytes - r.exactRelayed);
+    return {
+          reps: list.length,
+          maxBytes: BYTES_MAX,
+          chunk: byteChunk(BYTES_MAX),
+          bound: list[0].bound,
+          shortBound: list[0].shortBound,
+          overshootMax: Math.max(...over),
+          overshootMedian: median(over),
+          exactOvershootMax: Math.max(...exactOver),
+          exactOvershootMedian: median(exactOver),
+          shortfallMax: Math.max(...short),
+          shortfallMedian: median(short),
+          boundHeldEveryTime: list.every((r) => r.boundHeld),
+          shortfallWithinBoundEveryTime: list.every((r) => r.shortfallWithinBound),
+    };
+  };
+  out.summary = {
+    bytes: bytesSummary(out.bytes),
+    bytesByVariant: Object.fromEntries(BYTE_VARIANTS.map((v) => [v.variant, bytesSummary(out.bytes.filter((r) => r.variant === v.variant))])),
+    concurrency: out.concurrency.length ? { reps: out.concurrency.length, succeeded: out.concurrency.map((r) => r.succeeded), exactEveryTime: out.concurrency.every((r) => r.exact) } : null,
+    quota: out.quota.length ? { reps: out.quota.length, succeeded: out.quota.map((r) => r.succeeded), exactEveryTime: out.quota.every((r) => r.exact) } : null,
+    leaseReturnMs: out.lease?.measuredMs ?? null,
+  };
+  return out;
+}
+
 // ---------- part 2: tunnel rate, file store against Redis store ----------
 async function loadgen(args, timeoutMs) {
   const child = launch(LOADGEN, args, { cpu: 1, name: 'loadgen' });
@@ -853,10 +1317,51 @@ function renderMarkdown(result) {
   L.push('');
   L.push(`**redis / file = ${fmt(result.rate.ratio, 3)}** (ratio of the medians; target ≥ 0.95: ${result.rate.ratio === null ? 'not measured' : result.rate.ratio >= 0.95 ? 'met' : 'NOT met'}). Sluice below 100% of its core, with other work on that core, means the machine and not Sluice set the rate: read the same-round ratios and their spread before the verdict.${result.rate.failures.length ? ` Failures: ${result.rate.failures.join('; ')}` : ''}`);
   L.push('');
-  L.push('## Budget overshoot');
+  L.push('## Budgets across the fleet');
   L.push('');
-  L.push(`Not measured: ${result.budgetOvershoot}`);
-  L.push('');
+  const b = result.budgets;
+  if (!b) L.push('Not measured (see the notes).');
+  else {
+    const kib = (v) => (v === null || v === undefined ? '–' : `${(v / 1024).toFixed(1)} KiB`);
+    const sb = b.summary.bytes;
+    L.push(`The same ${result.settings.instances} instances, \`ledger.redis.leaseTtlMs: ${b.leaseTtlMs}\`; run-time grants with \`limits\` issued through an admin socket (the instance rotates), used once every instance knows them.`);
+    L.push('');
+    L.push(`**maxBytes.** A grant with \`maxBytes\` ${sb ? `${sb.maxBytes} (${kib(sb.maxBytes)}; chunk ${kib(sb.chunk)})` : ''}, a new one each repetition; ${BYTES_TUNNELS_PER_INSTANCE} tunnels per instance at once to an echo origin in the bench process; "bulk": each keeps 256 KiB in flight in 16 KiB writes, "paced": one 16 KiB write in flight at a time; after a cut a worker opens a new tunnel, and stops when the CONNECT is refused (at most 60 tunnels a worker, 20 s a repetition). "client" = bytes written that came back + bytes received; "origin+client" = bytes that reached the origin + bytes received (every relayed byte, both directions). Overshoot = relayed − maxBytes; bound = one chunk per instance (${sb ? kib(sb.bound) : '–'}); a negative overshoot is a shortfall, documented as under two chunks per instance (${sb ? kib(2 * sb.bound) : '–'}).`);
+    L.push('');
+    L.push('| variant | rep | relayed, client | relayed, origin+client | store `usage` bytes | overshoot, client | overshoot, origin+client | bound | held | tunnels (cut) | refusals | ms |');
+    L.push('|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|');
+    for (const r of b.bytes) L.push(`| ${r.variant} | ${r.rep} | ${r.clientRelayed} | ${r.exactRelayed} | ${r.storeBytes} | ${r.overshoot} (${kib(r.overshoot)}) | ${r.exactOvershoot} (${kib(r.exactOvershoot)}) | ${r.bound} | ${r.boundHeld ? 'yes' : '**NO**'} | ${r.tunnelsOpened} (${r.tunnelsCut}) | ${Object.entries(r.refusals).map(([k, v]) => `${k} ${v}`).join(', ')} | ${fmt(r.driveMs, 0)} |`);
+    L.push('');
+    for (const [name, v] of Object.entries(b.summary.bytesByVariant)) if (v) L.push(`- ${name}: overshoot, client max ${v.overshootMax} (${kib(v.overshootMax)}), median ${v.overshootMedian} (${kib(v.overshootMedian)}); origin+client max ${v.exactOvershootMax} (${kib(v.exactOvershootMax)}), median ${v.exactOvershootMedian} (${kib(v.exactOvershootMedian)}); shortfall (maxBytes − origin+client) max ${kib(v.shortfallMax)}, median ${kib(v.shortfallMedian)} against under ${kib(v.shortBound)} documented: ${v.shortfallWithinBoundEveryTime ? 'within' : '**NOT within**'}.`);
+    L.push('');
+    if (sb) L.push(`All ${sb.reps} repetitions: client max ${sb.overshootMax} (${kib(sb.overshootMax)}), median ${sb.overshootMedian} (${kib(sb.overshootMedian)}); origin+client max ${sb.exactOvershootMax} (${kib(sb.exactOvershootMax)}), median ${sb.exactOvershootMedian} (${kib(sb.exactOvershootMedian)}); bound ${sb.bound} (${kib(sb.bound)}): **${sb.boundHeldEveryTime ? 'held every time' : 'NOT held every time'}**; shortfall under two chunks per instance every time: ${sb.shortfallWithinBoundEveryTime ? 'yes' : '**no**'}.`);
+    L.push('');
+    const sc = b.summary.concurrency;
+    L.push(`**maxConcurrent.** A grant with \`maxConcurrent: 10\`; 40 CONNECTs at once, round-robin over the instances, each proven by an echoed byte and held until all 40 are answered, then closed.`);
+    L.push('');
+    L.push('| rep | succeeded | per instance | refusals | leases held → after close |');
+    L.push('|---:|---:|---|---|---|');
+    for (const r of b.concurrency) L.push(`| ${r.rep} | ${r.succeeded}${r.exact ? '' : ' **(not 10)**'} | ${r.perInstance.join(' / ')} | ${Object.entries(r.refusals).map(([k, v]) => `${k} ${v}`).join(', ')} | ${r.leasesWhileHeld} → ${r.leasesAfterClose} |`);
+    L.push('');
+    if (sc) L.push(`Exactly 10 every time: ${sc.exactEveryTime ? 'yes' : '**no**'} (${sc.succeeded.join(', ')}).`);
+    L.push('');
+    const sq = b.summary.quota;
+    L.push(`**maxConnections.** A grant with \`maxConnections: 30\`; 60 CONNECTs, 3 in flight, round-robin over the instances, each proven by an echoed byte and closed.`);
+    L.push('');
+    L.push('| rep | succeeded | per instance | store `usage` connections | refusals |');
+    L.push('|---:|---:|---|---:|---|');
+    for (const r of b.quota) L.push(`| ${r.rep} | ${r.succeeded}${r.exact ? '' : ' **(not 30)**'} | ${r.perInstance.join(' / ')} | ${r.storeConnections} | ${Object.entries(r.refusals).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
+    L.push('');
+    if (sq) L.push(`Exactly 30 every time: ${sq.exactEveryTime ? 'yes' : '**no**'} (${sq.succeeded.join(', ')}).`);
+    L.push('');
+    const le = b.lease;
+    if (le) {
+      L.push(`**Lease return.** A grant with \`maxConcurrent: 5\`; ${le.heldOnVictim} tunnels on ${le.victim}; a 6th on another instance was ${le.refusedBeforeKill === 'NOT refused' ? '**not refused**' : `refused (${le.refusedBeforeKill})`}; then SIGKILL to ${le.victim}'s process group, and CONNECTs on the other instances (every ~10 ms) until one succeeds. Leases are renewed every ${le.renewEveryMs} ms, so a slot comes back between ${le.leaseTtlMs - le.renewEveryMs} and ${le.leaseTtlMs} ms after the kill.`);
+      L.push('');
+      L.push(`**${le.measuredMs === null ? 'no CONNECT succeeded' : `${fmt(le.measuredMs, 0)} ms`}** from the SIGKILL to the first CONNECT that succeeded${le.on ? ` (on ${le.on})` : ''}, after ${le.attempts} attempts (${Object.entries(le.refusalsMeanwhile).map(([k, v]) => `${k} ${v}`).join(', ') || 'none refused'}); the store's latest lease expiry at the kill was ${fmt(le.predictedMs, 0)} ms away (earliest ${fmt(le.firstExpiryMs, 0)} ms), leaseTtlMs ${le.leaseTtlMs}. ${le.victim} was not restarted (nothing after this uses the fleet).`);
+      L.push('');
+    }
+  }
   if (result.notes.length) {
     L.push('## Notes');
     L.push('');
@@ -908,12 +1413,13 @@ async function main() {
   // part 1: the fleet. Unpinned: N instances, Redis, the origin and this client share the CPUs.
   const fleet = [];
   const fleetResult = { phases: [], audit: {}, warn: [] };
+  let budgets = null;
   try {
     for (let i = 0; i < opt.instances; i++) {
       fleet.push(
         await startSluice({
           name: `sluice-${i}`,
-          ledger: ['ledger:', '  store: redis', '  redis:', `    url: ${redis.url}`, '    keyPrefix: "fleet:"', '  maxStaleMs: 1000'],
+          ledger: ['ledger:', '  store: redis', '  redis:', `    url: ${redis.url}`, `    keyPrefix: "${FLEET_PREFIX}"`, `    leaseTtlMs: ${LEASE_TTL_MS}`, '  maxStaleMs: 1000'],
         }),
       );
     }
@@ -923,15 +1429,26 @@ async function main() {
         notes.push(`Time budget: the ${mode} phase was not run.`);
         continue;
       }
-      const ph = await revocationPhase({ mode, fleet, redis, origin, grantsPerPhase: opt.grants, tunnels: opt.tunnels, deadline: deadline - 80_000 });
+      const ph = await revocationPhase({ mode, fleet, redis, origin, grantsPerPhase: opt.grants, tunnels: opt.tunnels, deadline: deadline - 120_000 });
       fleetResult.phases.push(ph);
       log(`${mode}: lag ms all p50 ${fmt(ph.lag.all.p50)} p99 ${fmt(ph.lag.all.p99)} max ${fmt(ph.lag.all.max)}; remote p50 ${fmt(ph.lag.remote.p50)} p99 ${fmt(ph.lag.remote.p99)} max ${fmt(ph.lag.remote.max)}; ${ph.anomalies.length} anomalies`);
       await sleep(300);
     }
+    // budgets across the fleet, on the same instances; the last step SIGKILLs one of them
+    if (Date.now() > deadline - 100_000) notes.push('Time budget: the budget part was not run.');
+    else {
+      try {
+        budgets = await budgetPart({ fleet, redis, origin, deadline: deadline - 60_000 });
+        for (const s of budgets.skipped) notes.push(`Time budget: ${s} was not run.`);
+      } catch (e) {
+        notes.push(`The budget part failed: ${e.message}`);
+        log(`budget part failed: ${e.stack ?? e.message}`);
+      }
+    }
   } finally {
     for (const inst of fleet) {
       const alive = inst.child.exitCode === null && inst.child.signalCode === null;
-      if (!alive) notes.push(`${inst.name} exited by itself during the run: ${inst.logs().split('\n').slice(-3).join(' | ')}`);
+      if (!alive && !inst.killedByBench) notes.push(`${inst.name} exited by itself during the run: ${inst.logs().split('\n').slice(-3).join(' | ')}`);
       await stop(inst.child, 5000);
       fleetResult.audit[inst.name] = readAudit(inst.audit);
       fleetResult.warn.push(...inst.warn.map((w) => `${inst.name}: ${w}`));
@@ -986,10 +1503,10 @@ async function main() {
     loadavg: { before: loadBefore, after: os.loadavg().map((x) => x.toFixed(2)) },
     pinning,
     fleetPinning: 'not pinned (instances, redis-server, origin and client share the CPUs)',
-    settings: { instances: opt.instances, tunnels: opt.tunnels, grants: opt.grants, rounds: opt.rounds, rateS: opt.rateS, warmS: opt.warmS, maxStaleMs: 1000, pollMs: 25, concurrency: 32 },
+    settings: { instances: opt.instances, tunnels: opt.tunnels, grants: opt.grants, rounds: opt.rounds, rateS: opt.rateS, warmS: opt.warmS, maxStaleMs: 1000, pollMs: 25, concurrency: 32, leaseTtlMs: LEASE_TTL_MS },
     fleet: fleetResult,
     rate,
-    budgetOvershoot: 'budgets are not fleet-wide yet. docs/fleet.md, "Not yet shared across the fleet": limits.maxConcurrent, maxConnections and maxBytes are still counted per instance, in memory, so there is no fleet-wide bound to measure an overshoot against.',
+    budgets,
     notes,
   };
   const md = renderMarkdown(result);
