@@ -27,8 +27,9 @@ export function byteChunk(maxBytes: number): number {
 /**
  * One grant's byte budget on one instance of a fleet. A take is synchronous: it spends what this
  * instance reserved, and asks for the next chunk before that runs out. If the reservation has not come
- * back yet, the relay may go on for at most one more chunk (the overshoot bound); once the store says
- * the budget is spent, nothing past what was reserved is relayed.
+ * back yet, the relay may go on for at most one more chunk (the overshoot bound), then holds its side
+ * until the reservation lands (whenAvailable) rather than cutting a tunnel that still has budget; once
+ * the store says the budget is spent, nothing past what was reserved is relayed.
  */
 export class FleetByteBudget implements ForwardBudget {
   connections = 0;
@@ -49,11 +50,24 @@ export class FleetByteBudget implements ForwardBudget {
     return byteChunk(this.maxBytes);
   }
 
+  /** Counts and allows the bytes, or refuses them uncounted (they are not relayed). */
   take(bytes: number): boolean {
-    this.bytes += bytes;
-    if (this.reserved - this.bytes < this.chunk / 2) this.refill();
-    if (this.bytes <= this.reserved) return true;
-    return !this.spent && this.bytes <= this.reserved + this.chunk;
+    const after = this.bytes + bytes;
+    if (this.reserved - after < this.chunk / 2) this.refill();
+    if (after > this.reserved && (this.spent || after > this.reserved + this.chunk)) return false;
+    this.bytes = after;
+    return true;
+  }
+
+  /**
+   * After a refused take: resolves once the reservation in flight lands, true if budget is left (take
+   * again), false if it is spent; null when it is spent already. The relay holds its side meanwhile.
+   */
+  whenAvailable(): Promise<boolean> | null {
+    if (this.spent) return null;
+    this.refill();
+    const landing = this.refilling;
+    return landing === null ? Promise.resolve(!this.spent) : landing.then(() => !this.spent || this.bytes < this.reserved);
   }
 
   hasLeft(): boolean {

@@ -13,6 +13,8 @@ import { RedisBudgets } from './redis-budgets.js';
 import type { LedgerChange, LedgerSnapshot, SharedLedgerStore } from './shared-store.js';
 
 const LOG_LENGTH = 10_000;
+/** How soon a refused SUBSCRIBE is tried again (the revision poll carries changes meanwhile). */
+const RESUBSCRIBE_MS = 1000;
 
 const ISSUE = `
 if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 or redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1 then return 0 end
@@ -214,18 +216,29 @@ export class RedisLedgerStore implements SharedLedgerStore {
   }
 
   async onNotify(listener: () => void): Promise<void> {
-    const subscriber = this.redis.duplicate({ lazyConnect: true, enableOfflineQueue: true });
+    // Subscribed here on every (re)connect, not by ioredis' own resubscribe, so that a refused SUBSCRIBE
+    // (an ACL, a restart) is retried every second instead of leaving the instance on the poll alone.
+    const subscriber = this.redis.duplicate({ lazyConnect: true, enableOfflineQueue: true, autoResubscribe: false });
     subscriber.on('error', () => undefined);
     subscriber.on('message', () => listener());
-    // A lost subscription (CLIENT KILL TYPE pubsub, a restart) resubscribes on reconnect; polling covers the gap.
-    subscriber.on('ready', () => void subscriber.subscribe(this.keys.channel).catch(() => undefined));
+    const subscribe = (): void => {
+      subscriber.subscribe(this.keys.channel).catch(() => {
+        const retry = setTimeout(() => {
+          if (this.subscriber === subscriber && subscriber.status === 'ready') subscribe();
+        }, RESUBSCRIBE_MS);
+        retry.unref();
+      });
+    };
+    subscriber.on('ready', subscribe);
     this.subscriber = subscriber;
     await subscriber.connect().catch(() => undefined);
   }
 
   async close(): Promise<void> {
     this.budgetStore?.close();
-    this.subscriber?.disconnect();
+    const subscriber = this.subscriber;
+    this.subscriber = null;
+    subscriber?.disconnect();
     this.redis.disconnect();
   }
 }

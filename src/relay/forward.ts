@@ -6,7 +6,7 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { CloseReason, ReasonCode } from '../core/index.js';
 import { stripHopByHop, stripHopByHopObject } from './hop-by-hop.js';
-import type { ByteBudget } from './tunnel.js';
+import { takeWhenAvailable, type ByteBudget } from './tunnel.js';
 
 export interface ForwardAgentOptions {
   readonly connect: (opts: { hostname: string; port: string | number }, cb: (err: Error | null, socket: import('node:net').Socket | null) => void) => void;
@@ -96,13 +96,17 @@ class ByteCounter extends Transform {
     // Past the budget nothing more is counted or sent; the relay is already ending the hop.
     if (this.isOverBudget) return callback();
     this.bytes += chunk.length;
-    if (this.budget !== null && !this.budget.take(chunk.length)) {
-      this.isOverBudget = true;
-      callback();
-      this.relay?.bodyPassedBudget();
-      return;
-    }
-    callback(null, chunk);
+    const budget = this.budget;
+    if (budget === null || budget.take(chunk.length)) return callback(null, chunk);
+    if (budget.whenAvailable === undefined) return this.passedBudget(callback);
+    // A fleet budget's reservation is on its way: the body waits for it (backpressure, no cut).
+    void takeWhenAvailable(budget, chunk.length).then((taken) => (taken ? callback(null, chunk) : this.passedBudget(callback)));
+  }
+
+  private passedBudget(callback: TransformCallback): void {
+    this.isOverBudget = true;
+    callback();
+    this.relay?.bodyPassedBudget();
   }
 }
 
@@ -197,7 +201,18 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
     this.bytesDown += chunk.length;
     // Counted as it streams, chunk by chunk, against the budget every request and tunnel of the grant
     // shares (review 2026-12 finding 6): the chunk that passes it is not relayed (as in relay/tunnel.ts).
-    if (this.budget !== null && !this.budget.take(chunk.length)) return this.endAtBudget(controller);
+    const budget = this.budget;
+    if (budget !== null && !budget.take(chunk.length)) {
+      if (budget.whenAvailable === undefined) return this.endAtBudget(controller);
+      // A fleet budget's reservation is on its way: hold the origin until it lands.
+      controller.pause();
+      void takeWhenAvailable(budget, chunk.length).then((taken) => {
+        if (this.settled) return;
+        if (!taken) return this.endAtBudget(controller);
+        if (this.res.write(chunk)) controller.resume();
+      });
+      return;
+    }
     if (!this.res.write(chunk)) controller.pause();
   }
 

@@ -18,6 +18,25 @@ export interface RelayLimits {
 export interface ByteBudget {
   /** Counts bytes; false once the budget is spent. */
   take(bytes: number): boolean;
+  /**
+   * A fleet's budget (grant/shared-budgets.ts) can say no only because its next reservation is still on
+   * its way: then this resolves true once it came with budget left (take again), false once the budget
+   * is spent. Null when it is spent for good, or for a budget that never waits.
+   */
+  whenAvailable?(): Promise<boolean> | null;
+}
+
+/** How many reservations a relay waits for on one chunk before it gives up (each is one store round trip). */
+const MAX_BUDGET_WAITS = 100;
+
+/** Waits for a fleet budget's next reservation and takes `bytes` from it: false once the budget is spent. */
+export async function takeWhenAvailable(budget: ByteBudget, bytes: number): Promise<boolean> {
+  for (let waits = 0; waits < MAX_BUDGET_WAITS; waits += 1) {
+    const later = budget.whenAvailable?.() ?? null;
+    if (later === null || !(await later)) return false;
+    if (budget.take(bytes)) return true;
+  }
+  return false;
 }
 
 export interface RelayOutcome {
@@ -53,7 +72,9 @@ export class Tunnel implements IdleWatched {
     this.sweep = IdleSweep.for(limits.idleTimeoutMs);
     this.sweep.add(this);
     client.setNoDelay(true);
-    if (head.length > 0) upstream.write(head);
+    // What the client sent with its request head counts against the budget like every later byte.
+    const headFits = head.length === 0 || budget === null || budget.take(head.length);
+    if (head.length > 0 && headFits) upstream.write(head);
     // A side may have sent its FIN while the hop was still being dialed: its 'end' has passed, so pass
     // the FIN on now.
     if (client.readableEnded) {
@@ -80,6 +101,10 @@ export class Tunnel implements IdleWatched {
     upstream.on('error', () => this.end('origin_reset'));
     client.on('close', () => this.closed(upstream));
     upstream.on('close', () => this.closed(client));
+    if (!headFits) {
+      this.end('byte_limit');
+      return;
+    }
     // A side paused before the tunnel (the ClientHello check) stays paused by a new 'data' listener.
     client.resume();
     upstream.resume();
@@ -88,7 +113,7 @@ export class Tunnel implements IdleWatched {
   private up(chunk: Buffer): void {
     this.active = true;
     this.bytesUp += chunk.length;
-    if (this.budget !== null && !this.budget.take(chunk.length)) return this.end('byte_limit');
+    if (this.budget !== null && !this.budget.take(chunk.length)) return this.overBudget(chunk, this.client, this.upstream);
     if (!this.upstream.write(chunk)) this.client.pause();
   }
 
@@ -96,8 +121,20 @@ export class Tunnel implements IdleWatched {
     this.active = true;
     this.firstDownAt ??= performance.now();
     this.bytesDown += chunk.length;
-    if (this.budget !== null && !this.budget.take(chunk.length)) return this.end('byte_limit');
+    if (this.budget !== null && !this.budget.take(chunk.length)) return this.overBudget(chunk, this.upstream, this.client);
     if (!this.client.write(chunk)) this.upstream.pause();
+  }
+
+  /** Spent: the tunnel ends. A fleet budget whose reservation is on its way: hold this side until it lands. */
+  private overBudget(chunk: Buffer, from: net.Socket, to: net.Socket): void {
+    const budget = this.budget;
+    if (budget?.whenAvailable === undefined) return this.end('byte_limit');
+    from.pause();
+    void takeWhenAvailable(budget, chunk.length).then((taken) => {
+      if (this.closedBy !== null && to.destroyed) return;
+      if (!taken) return this.end('byte_limit');
+      if (to.write(chunk)) from.resume();
+    });
   }
 
   private closed(peer: net.Socket): void {

@@ -4,6 +4,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
+import { startRecorder } from '../support/recorder.js';
 import { waitFor, waitUntil } from '../support/wait.js';
 
 const TOKEN = 'tok-early';
@@ -50,5 +51,28 @@ describe('CONNECT: bytes sent before the tunnel is established', () => {
     socket.destroy();
     expect(received).toMatch(/^HTTP\/1\.1 200 /);
     expect(received.endsWith(together ? 'early-1|early-2|' : 'early-2|')).toBe(true);
+  });
+
+  it('counts them against the grant’s byte budget: early bytes past maxBytes never reach the origin', async () => {
+    const recorder = await startRecorder(echo.port);
+    const budgeted = await startSluice(
+      { grants: [{ id: 'm', tokenSha256: tokenHash(TOKEN), destinations: [`tcp://rec.test:${recorder.port}`], allowAddressClasses: ['loopback'], limits: { maxBytes: 16 } }] },
+      { lookup: tableLookup({ 'rec.test': ['127.0.0.1'] }) },
+    );
+    try {
+      const socket = net.connect(budgeted.port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      // Read what comes (the 200), so the end of the stream is seen.
+      socket.on('data', () => undefined);
+      await waitFor(socket, 'connect', 2000);
+      socket.write(`CONNECT rec.test:${recorder.port} HTTP/1.1\r\nProxy-Authorization: Bearer ${TOKEN}\r\n\r\n${'x'.repeat(64)}`);
+      await waitFor(socket, 'close', 3000);
+      expect(recorder.received()).toBe('');
+      await waitUntil(() => budgeted.closes().length === 1, { timeoutMs: 2000, label: 'the close record' });
+      expect(budgeted.closes()[0]?.closedBy).toBe('byte_limit');
+    } finally {
+      await budgeted.close();
+      await recorder.close();
+    }
   });
 });

@@ -295,6 +295,31 @@ describe.skipIf(!redisAvailable())('fleet: three instances share one ledger on R
     expect(Number(await admin.hget(`f10:usage:${grant.id}`, 'bytes'))).toBeLessThanOrEqual(max);
   });
 
+  it('a fast tunnel of a budgeted grant is held while a reservation is in flight, not cut: it relays what the budget allows', async () => {
+    redis = await startRedis();
+    const [a] = await startFleet(1, 'f11:');
+    const grant = await issueLimited(a!, { maxBytes: 4 << 20 });
+    const t = await openConnectTunnel(a!.port, `echo.test:${echo.port}`, auth(grant.token));
+    expect(t.status).toBe(200);
+    const sent = Buffer.alloc(1536 * 1024, 0x62);
+    const echoed = await withTimeout(
+      new Promise<number>((resolve) => {
+        let got = 0;
+        t.socket.on('data', (c: Buffer) => {
+          got += c.length;
+          if (got >= sent.length) resolve(got);
+        });
+        t.socket.once('close', () => resolve(got));
+        t.socket.write(sent);
+      }),
+      10_000,
+      'the whole echo',
+    );
+    t.socket.destroy();
+    // 3 MiB of a 4 MiB budget, both directions: nothing was cut.
+    expect(echoed).toBe(sent.length);
+  });
+
   it('store errors are refusals with a reason, never a crash: no server, wrong password, a key of the wrong type', async () => {
     redis = await startRedis({ password: 'right-password' });
     const wrong = redis.url.replace('right-password', 'wrong-password');

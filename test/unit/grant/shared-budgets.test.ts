@@ -66,6 +66,21 @@ describe('FleetByteBudget', () => {
     expect(budget.take(1)).toBe(false);
   });
 
+  it('holds a fast stream while the reservation is in flight instead of cutting it, and never counts refused bytes', async () => {
+    const s = store(100 << 20);
+    const budget = new FleetByteBudget('g', 100 << 20, s, () => undefined);
+    await Promise.all([budget.prime(), s.flush()]);
+    const chunk = budget.chunk;
+    expect(budget.take(2 * chunk)).toBe(true);
+    expect(budget.take(chunk)).toBe(false);
+    expect(budget.bytes).toBe(2 * chunk);
+    const later = budget.whenAvailable();
+    expect(later).not.toBeNull();
+    await s.flush();
+    expect(await later).toBe(true);
+    expect(budget.take(chunk)).toBe(true);
+  });
+
   it('never relays past what was reserved once the store says the budget is spent, across instances', async () => {
     const max = 40 << 10;
     const s = store(max);
@@ -89,6 +104,7 @@ describe('FleetByteBudget', () => {
     await Promise.all([budget.prime(), s.flush()]);
     expect(budget.hasLeft()).toBe(false);
     expect(budget.take(1)).toBe(false);
+    expect(budget.whenAvailable()).toBeNull();
   });
 
   it('reports a store error and stops at one chunk of credit instead of relaying on', async () => {
