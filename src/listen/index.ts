@@ -8,3 +8,4 @@ export { GROUP_SOCKET_FILE_MODE, SOCKET_FILE_MODE, SocketFileError, bindUnixSock
 export { GROUP_FILE, checkSocketGroups, resolveSocketGroup } from './socket-group.js';
 export { MAX_PROXY_HEADER_BYTES, parseProxyHeader, type ProxyHeader, type ProxyHeaderResult } from './proxy-protocol.js';
 export { proxyProtocolGate, trustedSourceList, type ProxyHeaderOutcome, type ProxyProtocolGate } from './proxy-protocol-reader.js';
+export { HandshakeReader, negotiateSocks5, readSocks5Request, socks5Reply } from './socks5-handshake.js';

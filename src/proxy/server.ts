@@ -91,15 +91,6 @@ function afterProxyHeader(rt: ProxyRuntime, proxyHeader: ProxyProtocolGate | nul
   });
 }
 
-function createSocksServer(rt: ProxyRuntime, section: ListenerSection, sockets: Set<net.Socket>, gate: AcceptGate, proxyHeader: ProxyProtocolGate | null): net.Server {
-  return net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: SOCKET_HIGH_WATER_MARK }, (socket: TaggedSocket) => {
-    if (!gate.isOpen) return void socket.destroy();
-    const ctx = acceptConnection(rt, section, sockets, socket);
-    if (ctx === null) return;
-    afterProxyHeader(rt, proxyHeader, ctx, () => void onSocksConnection(rt, ctx, socket).catch((error: unknown) => lastResort(rt, socket, error)));
-  });
-}
-
 interface ListenerServers {
   readonly server: net.Server;
   readonly http: http.Server | null;
@@ -107,14 +98,17 @@ interface ListenerServers {
 
 function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>, gate: AcceptGate): ListenerServers {
   const proxyHeader = section.proxyProtocol === undefined ? null : proxyProtocolGate(section.proxyProtocol.trustedSources, limits.headersTimeoutMs);
-  if (section.protocol === 'socks5') return { server: createSocksServer(rt, section, sockets, gate, proxyHeader), http: null };
-  const httpServer = createHttpServer(rt, limits);
-  // The listener itself is a plain net server: each connection's first chunk goes to the CONNECT fast
-  // path (connect-head.ts) or, unchanged, to node:http.
+  const httpServer = section.protocol === 'socks5' ? null : createHttpServer(rt, limits);
+  // The listener itself is a plain net server. On an HTTP listener each connection's first chunk goes to
+  // the CONNECT fast path (connect-head.ts) or, unchanged, to node:http.
+  const serve = (ctx: ConnectionContext, socket: net.Socket): void => {
+    if (httpServer !== null) return awaitFirstChunk(rt, ctx, socket, httpServer, limits);
+    onSocksConnection(rt, ctx, socket).catch((error: unknown) => lastResort(rt, socket, error));
+  };
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: SOCKET_HIGH_WATER_MARK }, (socket: TaggedSocket) => {
     if (!gate.isOpen) return void socket.destroy();
     const ctx = acceptConnection(rt, section, sockets, socket);
-    if (ctx !== null) afterProxyHeader(rt, proxyHeader, ctx, () => awaitFirstChunk(rt, ctx, socket, httpServer, limits));
+    if (ctx !== null) afterProxyHeader(rt, proxyHeader, ctx, () => serve(ctx, socket));
   });
   return { server, http: httpServer };
 }

@@ -21,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditRecordV1, CloseRecordV1, DecisionRecordV1 } from '../../src/audit/index.js';
 import type { ConnectionContext } from '../../src/proxy/connection-context.js';
 import type { ProxyRuntime } from '../../src/proxy/runtime.js';
-import { socksReplyCode } from '../../src/proxy/socks5.js';
+import { socksReplyCode } from '../../src/core/index.js';
 import { startHttpOrigin, type Origin } from '../support/origins.js';
 import { parseResponseHead, rawRequest } from '../support/raw-client.js';
 import { startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';

@@ -7,7 +7,7 @@
 import net from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ReasonCode } from '../../../src/core/index.js';
-import { socksReplyCode } from '../../../src/proxy/socks5.js';
+import { socksReplyCode } from '../../../src/core/index.js';
 import { startSluice, tableLookup, tokenHash, type TestSluice } from '../../support/sluice.js';
 import { waitUntil } from '../../support/wait.js';
 
