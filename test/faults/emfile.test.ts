@@ -7,21 +7,18 @@
 // Why not `bash -c 'ulimit -n 64; exec node …'`: Node's ESM loader reads the dependency graph (zod's
 // locales alone are ~50 files) concurrently and dies with EMFILE before Sluice runs. So the child starts
 // under `ulimit -n 128` and `prlimit` lowers it to 64 after it listens (128 stays when prlimit is missing).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel, type ConnectTunnel, roundTrip } from '../support/raw-client.js';
 import { tokenHash } from '../support/sluice.js';
-import { waitFor, waitUntil, withTimeout } from '../support/wait.js';
+import { killSluiceProcesses, REPO_ROOT as ROOT, startSluiceProcess, type SluiceProcess } from '../support/sluice-process.js';
+import { waitFor, waitUntil } from '../support/wait.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/sluice.js');
 const TOKEN = 'tok-emfile';
 const AUTH = { 'Proxy-Authorization': `Bearer ${TOKEN}` };
 const START_LIMIT = 128;
@@ -71,9 +68,8 @@ async function attempt(port: number, target: string): Promise<Attempt> {
 describe.skipIf(process.platform !== 'linux')('EMFILE: out of file descriptors', () => {
   let dir: string;
   let echo: EchoServer;
-  let child: ChildProcess;
+  let sluice: SluiceProcess;
   let port = 0;
-  let stderr = '';
   const auditFile = (): string => path.join(dir, 'audit.log');
 
   beforeAll(async () => {
@@ -84,53 +80,33 @@ describe.skipIf(process.platform !== 'linux')('EMFILE: out of file descriptors',
     }
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-emfile-'));
     echo = await startTcpEchoServer();
-    const config = path.join(dir, 'sluice.yaml');
-    fs.writeFileSync(
-      config,
-      stringify({
+    sluice = await startSluiceProcess({
+      config: {
         listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }],
         state: path.join(dir, 'state'),
         audit: { file: auditFile() },
         log: { level: 'info' },
         dns: { hosts: { 'echo.test': ['127.0.0.1'] } },
         grants: [{ id: 'e', tokenSha256: tokenHash(TOKEN), destinations: [`https://echo.test:${echo.port}`], allowAddressClasses: ['loopback'] }],
-      }),
-    );
-    child = spawn('bash', ['-c', `ulimit -n ${START_LIMIT} && exec "$0" "$@"`, process.execPath, BIN, 'start', '--config', config], {
+      },
       cwd: dir,
-      stdio: ['ignore', 'ignore', 'pipe'],
+      wrap: (argv) => ['bash', ['-c', `ulimit -n ${START_LIMIT} && exec "$0" "$@"`, ...argv]],
     });
-    child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
-    port = await withTimeout(
-      new Promise<number>((resolve, reject) => {
-        const check = (): void => {
-          const m = /"msg":"listening"/.test(stderr) ? /"address":"127\.0\.0\.1:(\d+)"/.exec(stderr) : null;
-          if (m?.[1] !== undefined) resolve(Number(m[1]));
-        };
-        child.stderr?.on('data', check);
-        child.once('exit', (code) => reject(new Error(`sluice exited ${code}: ${stderr}`)));
-      }),
-      20_000,
-      'sluice start',
-    );
+    port = sluice.port;
     if (hasPrlimit) {
-      const lowered = spawnSync('prlimit', ['--pid', String(child.pid), `--nofile=${LIMIT}:${LIMIT}`], { encoding: 'utf8' });
+      const lowered = spawnSync('prlimit', ['--pid', String(sluice.pid), `--nofile=${LIMIT}:${LIMIT}`], { encoding: 'utf8' });
       if (lowered.status !== 0) throw new Error(`prlimit failed: ${lowered.stderr}`);
     }
   }, 60_000);
 
   afterAll(async () => {
-    if (child !== undefined && child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-      child.kill('SIGTERM');
-      await withTimeout(exited, 5000, 'sluice exit').catch(() => child.kill('SIGKILL'));
-    }
+    await sluice?.stop('SIGTERM', 5000).catch(() => killSluiceProcesses());
     await echo?.close();
     if (dir !== undefined) fs.rmSync(dir, { recursive: true, force: true });
   });
 
   it(`survives exhausting ${LIMIT} descriptors, records the failed dial, gives every descriptor back and answers again`, async () => {
-    const pid = child.pid ?? 0;
+    const pid = sluice.pid;
     const target = `echo.test:${echo.port}`;
     const warm = await attempt(port, target);
     expect(warm.kind).toBe('ok');
@@ -173,7 +149,7 @@ describe.skipIf(process.platform !== 'linux')('EMFILE: out of file descriptors',
         // Accepted, or accepted and closed at once by libuv when still out of descriptors: the loop goes on either way.
         await waitUntil(() => heldClosed || holdsConnectionFrom(pid, port, heldPort), { timeoutMs: 2000, label: 'Sluice accepts the idle connection' });
       }
-      expect(child.exitCode, stderr).toBeNull();
+      expect(sluice.child.exitCode, sluice.stderr()).toBeNull();
       console.log(`[faults/emfile] limit ${LIMIT}, baseline ${baselineFds} fds, ${tunnels.length} tunnels open, attempts: ${outcomes.join(',')}`);
       expect(outcomes, 'descriptors ran out').toContain('refused');
       expect(refusedHead).toMatch(/^HTTP\/1\.1 502 /);
@@ -194,12 +170,12 @@ describe.skipIf(process.platform !== 'linux')('EMFILE: out of file descriptors',
       expect(await roundTrip(after.tunnel.socket, 'answering-again')).toBe('answering-again');
       after.tunnel.socket.destroy();
     }
-    expect(child.exitCode, stderr).toBeNull();
+    expect(sluice.child.exitCode, sluice.stderr()).toBeNull();
 
     // The failed dial is in the audit stream with its cause; nothing reached the last-resort handlers.
     await waitUntil(() => fs.existsSync(auditFile()) && fs.readFileSync(auditFile(), 'utf8').includes('EMFILE'), { timeoutMs: 3000, label: 'EMFILE in the audit log' });
     const records = fs.readFileSync(auditFile(), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { reason?: string; detail?: string | null });
     expect(records.some((r) => r.reason === 'dial_unreachable' && /EMFILE/.test(r.detail ?? ''))).toBe(true);
-    expect(stderr).not.toMatch(/uncaught exception|unhandled rejection/);
+    expect(sluice.stderr()).not.toMatch(/uncaught exception|unhandled rejection/);
   }, 60_000);
 });

@@ -1,19 +1,16 @@
 // The CLI as users script it: `sluice check-config`, `sluice explain`, `sluice start` (compiled dist/,
 // exactly as `npx sluice` runs it), with real processes, real curl and real signals.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { startHttpOrigin, type Origin } from '../support/origins.js';
 import { runCurl } from '../support/curl.js';
-import { waitFor, withTimeout } from '../support/wait.js';
 import { tokenHash } from '../support/sluice.js';
+import { BIN, killSluiceProcesses, REPO_ROOT as ROOT, startSluiceProcess } from '../support/sluice-process.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/sluice.js');
 const TOKEN = 'tok-cli';
 
 function sluice(args: string[], env: NodeJS.ProcessEnv = {}): { status: number | null; stdout: string; stderr: string } {
@@ -147,31 +144,17 @@ describe('sluice CLI', () => {
   });
 
   it('start serves traffic, writes audit JSON lines, and exits 0 on SIGTERM', async () => {
-    const file = write('start.yaml', goodConfig());
-    const child: ChildProcess = spawn(process.execPath, [BIN, 'start', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = await startSluiceProcess({ config: write('start.yaml', goodConfig()), stdout: 'pipe', timeoutMs: 10_000 });
     try {
-      let stderr = '';
-      let stdout = '';
-      child.stdout?.on('data', (c: Buffer) => (stdout += c.toString()));
-      const listening = new Promise<string>((resolve) => {
-        child.stderr?.on('data', (c: Buffer) => {
-          stderr += c.toString();
-          const match = /"address":"127\.0\.0\.1:(\d+)"/.exec(stderr);
-          if (match?.[1] !== undefined) resolve(match[1]);
-        });
-      });
-      const port = await withTimeout(listening, 10_000, 'sluice start to listen');
-      const result = await runCurl(['--proxy', `http://sandbox-a:${TOKEN}@127.0.0.1:${port}`, `http://api.test:${origin.port}/via-cli`]);
+      const result = await runCurl(['--proxy', `http://sandbox-a:${TOKEN}@127.0.0.1:${child.port}`, `http://api.test:${origin.port}/via-cli`]);
       expect(result.stdout).toBe('origin:GET:/via-cli');
-      const exited = waitFor<number>(child, 'exit', 10_000);
-      child.kill('SIGTERM');
-      expect(await exited).toBe(0);
-      const records = stdout.trim().split('\n').map((line) => JSON.parse(line) as { kind: string; reason?: string });
+      expect(await child.stop('SIGTERM', 10_000)).toBe(0);
+      const records = child.stdout().trim().split('\n').map((line) => JSON.parse(line) as { kind: string; reason?: string });
       expect(records.map((r) => r.kind)).toEqual(['decision', 'close']);
       expect(records[0]?.reason).toBe('granted');
-      expect(stdout + stderr).not.toContain(TOKEN);
+      expect(child.stdout() + child.stderr()).not.toContain(TOKEN);
     } finally {
-      child.kill('SIGKILL');
+      await killSluiceProcesses();
     }
   });
 });

@@ -3,21 +3,18 @@
 // working on another (a lost notification, a store outage, a store that comes back empty), an
 // instance that keeps serving on what it knew while cut off from the store, or a store error that
 // crashes it instead of failing closed with a reason.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { stringify } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel, roundTrip } from '../support/raw-client.js';
 import { redisAvailable, startRedis, type TestRedis } from '../support/redis.js';
 import { startSluice, tableLookup, type TestSluice } from '../support/sluice.js';
+import { killSluiceProcesses, startSluiceProcess } from '../support/sluice-process.js';
 import { waitFor, waitUntil, withTimeout } from '../support/wait.js';
 
-const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/sluice.js');
 const MAX_STALE_MS = 300;
 // The promise is 100 ms p99 (measured by `npm run bench -- --fleet`); a test on a loaded 2-core CI
 // machine bounds it loosely, so that it proves propagation without flaking on scheduling.
@@ -218,18 +215,16 @@ describe.skipIf(!redisAvailable())('fleet: three instances share one ledger on R
     fleet.push(await startSluice({ ledger: ledgerConfig }, { lookup: tableLookup({ 'echo.test': ['127.0.0.1'] }) }));
     const b = fleet[0]!;
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-fleet-kill-'));
-    const config = path.join(dir, 'sluice.yaml');
-    fs.writeFileSync(config, stringify({ listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }], state: path.join(dir, 'state'), audit: { file: path.join(dir, 'audit.log') }, dns: { hosts: { 'echo.test': ['127.0.0.1'] } }, ledger: ledgerConfig }));
-    const child = spawn(process.execPath, [BIN, 'start', '--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
     try {
-      let stderr = '';
-      child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
-      await waitUntil(() => /"msg":"listening"/.test(stderr) || child.exitCode !== null, { timeoutMs: 20_000, label: 'the child listens' });
-      const port = Number(/"address":"127\.0\.0\.1:(\d+)"/.exec(stderr)?.[1] ?? 0);
-      expect(port, stderr).toBeGreaterThan(0);
+      const child = await startSluiceProcess({
+        config: { listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }], state: path.join(dir, 'state'), audit: { file: path.join(dir, 'audit.log') }, dns: { hosts: { 'echo.test': ['127.0.0.1'] } }, ledger: ledgerConfig },
+        cwd: dir,
+        name: 'the child',
+      });
+      expect(child.port, child.stderr()).toBeGreaterThan(0);
       const grant = await issueLimited(b, { maxConcurrent: 1 });
       await waitUntil(async () => {
-        const t = await openConnectTunnel(port, `echo.test:${echo.port}`, auth(grant.token));
+        const t = await openConnectTunnel(child.port, `echo.test:${echo.port}`, auth(grant.token));
         if (t.status === 200) return true;
         t.socket.destroy();
         return false;
@@ -237,9 +232,7 @@ describe.skipIf(!redisAvailable())('fleet: three instances share one ledger on R
       const onB = await openConnectTunnel(b.port, `echo.test:${echo.port}`, auth(grant.token));
       expect(onB.head).toContain('details="connection_limit_reached"');
       onB.socket.destroy();
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-      child.kill('SIGKILL');
-      await withTimeout(exited, 5000, 'the child dies');
+      await child.kill9();
       const killedAt = Date.now();
       await waitUntil(async () => {
         const t = await openConnectTunnel(b.port, `echo.test:${echo.port}`, auth(grant.token));
@@ -248,7 +241,7 @@ describe.skipIf(!redisAvailable())('fleet: three instances share one ledger on R
       }, { timeoutMs: 5000, label: 'the lease expired and the slot is back' });
       expect(Date.now() - killedAt).toBeLessThan(1000 + LAG_BOUND_MS + 500);
     } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
+      await killSluiceProcesses();
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -10,24 +10,20 @@
 // revocation as it was; Redis coming back empty brings no revoked grant back; maxConnections holds
 // across processes and restarts. The 100 ms p99 is `npm run bench:fleet`'s; here the bounds are loose.
 // Skipped only when redis-server is missing (.ci/run installs it). Needs `npm run build` first.
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { stringify } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel, roundTrip, type ConnectTunnel } from '../support/raw-client.js';
 import { redisAvailable, startRedis, type TestRedis } from '../support/redis.js';
 import { tokenHash } from '../support/sluice.js';
+import { killSluiceProcesses, logLines, REPO_ROOT as ROOT, startSluiceProcess, type SluiceProcess } from '../support/sluice-process.js';
 import { waitFor, waitUntil, withTimeout } from '../support/wait.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/sluice.js');
 const MAX_STALE_MS = 500;
 const LEASE_TTL_MS = 1000;
 // The promise is 100 ms p99 (`npm run bench:fleet`); three processes and Redis on a loaded 2-core machine
@@ -38,13 +34,11 @@ const CONFIG_TOKEN = 'tok-fleet-processes-config-grant';
 interface Instance {
   readonly name: string;
   readonly home: string;
-  readonly config: string;
+  readonly config: Record<string, unknown>;
   readonly adminSocket: string;
   readonly auditFile: string;
-  child: ChildProcess | null;
+  proc: SluiceProcess | null;
   port: number;
-  exited: Promise<number | null>;
-  stderr(): string;
 }
 
 interface AdminAnswer {
@@ -56,26 +50,6 @@ interface GrantView {
   id: string;
   source: string;
   revokedAt: string | null;
-}
-
-/** pino / audit JSON lines. */
-function jsonLines(text: string): Record<string, unknown>[] {
-  return text.split('\n').flatMap((line) => {
-    try {
-      return line.startsWith('{') ? [JSON.parse(line) as Record<string, unknown>] : [];
-    } catch {
-      return [];
-    }
-  });
-}
-
-function killGroup(child: ChildProcess | null, signal: NodeJS.Signals = 'SIGKILL'): void {
-  if (child?.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
-  try {
-    process.kill(-child.pid, signal);
-  } catch {
-    // already gone
-  }
 }
 
 /** One admin API request over the instance's Unix socket. */
@@ -120,7 +94,6 @@ describe.skipIf(!redisAvailable())('fleet of processes: three `sluice start` chi
   let caseDir = '';
   let prefix = '';
   let caseNo = 0;
-  const instances: Instance[] = [];
   const clients: Redis[] = [];
   const sockets: net.Socket[] = [];
 
@@ -132,9 +105,7 @@ describe.skipIf(!redisAvailable())('fleet of processes: three `sluice start` chi
 
   afterEach(async () => {
     for (const s of sockets.splice(0)) s.destroy();
-    const all = instances.splice(0);
-    for (const s of all) killGroup(s.child);
-    await Promise.all(all.map((s) => withTimeout(s.exited, 5000, `${s.name} exits`).catch(() => undefined)));
+    await killSluiceProcesses();
     for (const c of clients.splice(0)) c.disconnect();
     await redis?.stop();
     redis = null;
@@ -150,33 +121,10 @@ describe.skipIf(!redisAvailable())('fleet of processes: three `sluice start` chi
   const target = (): string => `echo.test:${echo.port}`;
   const auth = (token: string): Record<string, string> => ({ 'Proxy-Authorization': `Bearer ${token}` });
 
-  /** Spawns (or respawns, same config and state directory) one instance and waits for its listener. */
+  /** Spawns (or respawns, same config and state directory) one instance and waits for its listener and admin API. */
   async function spawnInstance(s: Instance): Promise<void> {
-    const child = spawn(process.execPath, [BIN, 'start', '--config', s.config], { cwd: s.home, stdio: ['ignore', 'ignore', 'pipe'], detached: true });
-    let stderr = '';
-    child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    s.child = child;
-    s.exited = exited;
-    s.stderr = () => stderr;
-    const listening = (): number | null => {
-      const lines = jsonLines(stderr);
-      const address = lines.find((l) => l['msg'] === 'listening' && l['listener'] === 'shared')?.['address'];
-      const adminUp = lines.some((l) => l['msg'] === 'admin API listening');
-      return address === undefined || !adminUp ? null : Number(String(address).slice(String(address).lastIndexOf(':') + 1));
-    };
-    s.port = await withTimeout(
-      new Promise<number>((resolve, reject) => {
-        const check = (): void => {
-          const port = listening();
-          if (port !== null) resolve(port);
-        };
-        child.stderr?.on('data', check);
-        void exited.then((code) => reject(new Error(`${s.name} exited ${code}: ${stderr}`)));
-      }),
-      20_000,
-      `${s.name} listening`,
-    );
+    s.proc = await startSluiceProcess({ config: s.config, cwd: s.home, name: s.name });
+    s.port = s.proc.port;
   }
 
   /** Three instances (A, B, C) started in parallel on a fresh Redis and key prefix. */
@@ -192,29 +140,22 @@ describe.skipIf(!redisAvailable())('fleet of processes: three `sluice start` chi
       const s: Instance = {
         name,
         home,
-        config: path.join(home, 'sluice.yaml'),
         adminSocket: path.join(home, 'admin.sock'),
         auditFile: path.join(home, 'audit.log'),
-        child: null,
-        port: 0,
-        exited: Promise.resolve(null),
-        stderr: () => '',
-      };
-      fs.writeFileSync(
-        s.config,
-        stringify({
+        config: {
           listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }],
-          admin: { listen: `unix:${s.adminSocket}`, drainTimeoutMs: 2000 },
+          admin: { listen: `unix:${path.join(home, 'admin.sock')}`, drainTimeoutMs: 2000 },
           state: path.join(home, 'state'),
-          audit: { file: s.auditFile },
+          audit: { file: path.join(home, 'audit.log') },
           log: { level: 'info' },
           dns: { hosts: { 'echo.test': ['127.0.0.1'] } },
           ledger: { store: 'redis', redis: { url: redis!.url, keyPrefix: prefix, leaseTtlMs: LEASE_TTL_MS }, maxStaleMs: MAX_STALE_MS },
           // One config-file grant, the same in every instance's file.
           grants: [{ id: 'cfg', tokenSha256: tokenHash(CONFIG_TOKEN), destinations: [`tcp://echo.test:${echo.port}`], allowAddressClasses: ['loopback'] }],
-        }),
-      );
-      instances.push(s);
+        },
+        proc: null,
+        port: 0,
+      };
       return s;
     });
     await Promise.all(made.map(spawnInstance));
@@ -271,18 +212,13 @@ describe.skipIf(!redisAvailable())('fleet of processes: three `sluice start` chi
 
   async function closeRecords(on: Instance, id: string): Promise<Record<string, unknown>[]> {
     const text = await fs.promises.readFile(on.auditFile, 'utf8').catch(() => '');
-    return jsonLines(text).filter((r) => r['kind'] === 'close' && r['principal'] === id);
+    return logLines(text).filter((r) => r['kind'] === 'close' && r['principal'] === id);
   }
 
   async function grantTable(on: Instance): Promise<Map<string, string | null>> {
     const r = await admin(on, 'GET', '/v1/grants');
     expect(r.status).toBe(200);
     return new Map((r.body['grants'] as GrantView[]).map((g) => [g.id, g.revokedAt]));
-  }
-
-  async function killHard(s: Instance): Promise<void> {
-    killGroup(s.child);
-    await withTimeout(s.exited, 5000, `${s.name} dies`);
   }
 
   it('1. a grant issued on A works on B and C', async () => {
@@ -450,7 +386,7 @@ describe.skipIf(!redisAvailable())('fleet of processes: three `sluice start` chi
 
     await liveTunnel(a, limited.token);
     await expectRefused(b, limited.token, 429, 'connection_limit_reached');
-    await killHard(a);
+    await a.proc!.kill9();
     const killedAt = Date.now();
     const seen: number[] = [];
     let back: ConnectTunnel | null = null;
@@ -514,7 +450,7 @@ describe.skipIf(!redisAvailable())('fleet of processes: three `sluice start` chi
       expect((await connect(s, lost.token)).status).not.toBe(200);
     }
     // A restarted instance learns it from its state directory and the store.
-    await killHard(c);
+    await c.proc!.kill9();
     await spawnInstance(c);
     const t = await connect(c, grant.token);
     refusals.push(`c restarted:${t.status}`);
@@ -533,8 +469,7 @@ describe.skipIf(!redisAvailable())('fleet of processes: three `sluice start` chi
     (await liveTunnel(b, grant.token)).destroy();
     await expectRefused(c, grant.token, 429, 'connection_quota_exhausted');
     // A graceful restart of every process (SIGTERM drains, exits 0), then a fresh start of each.
-    for (const s of fleet) killGroup(s.child, 'SIGTERM');
-    expect(await Promise.all(fleet.map((s) => withTimeout(s.exited, 10_000, `${s.name} exits`)))).toEqual([0, 0, 0]);
+    expect(await Promise.all(fleet.map((s) => s.proc!.stop('SIGTERM', 10_000)))).toEqual([0, 0, 0]);
     await Promise.all(fleet.map(spawnInstance));
     for (const s of fleet) await expectRefused(s, grant.token, 429, 'connection_quota_exhausted');
   }, 45_000);

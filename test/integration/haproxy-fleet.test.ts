@@ -12,17 +12,14 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCurl } from '../support/curl.js';
 import { startHttpOrigin, startTcpEchoServer, type EchoServer, type Origin } from '../support/origins.js';
 import { unusedPort } from '../support/ports.js';
 import { tokenHash } from '../support/sluice.js';
+import { killGroup, killSluiceProcesses, logLines, REPO_ROOT as ROOT, startSluiceProcess } from '../support/sluice-process.js';
 import { waitUntil, withTimeout } from '../support/wait.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/sluice.js');
 const HAPROXY = '/usr/sbin/haproxy';
 const hasHaproxy = fs.existsSync(HAPROXY) && spawnSync(HAPROXY, ['-v']).status === 0;
 const TOKEN = 'tok-haproxy-fleet';
@@ -48,36 +45,12 @@ let haproxy: ChildProcess | null = null;
 let haproxyLog = '';
 const instances: Instance[] = [];
 
-function killGroup(child: ChildProcess | null): void {
-  if (child?.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
-  try {
-    process.kill(-child.pid, 'SIGKILL');
-  } catch {
-    // already gone
-  }
-}
-
-/** The operational log lines (pino JSON) written so far. */
-function logLines(text: string): Record<string, unknown>[] {
-  return text.split('\n').flatMap((line) => {
-    try {
-      return line.startsWith('{') ? [JSON.parse(line) as Record<string, unknown>] : [];
-    } catch {
-      return [];
-    }
-  });
-}
-
-const portOf = (address: unknown): number => Number(String(address).slice(String(address).lastIndexOf(':') + 1));
-
 async function startInstance(name: string): Promise<Instance> {
   const home = path.join(dir, name);
   fs.mkdirSync(home);
   const auditFile = path.join(home, 'audit.log');
-  const config = path.join(home, 'sluice.yaml');
-  fs.writeFileSync(
-    config,
-    stringify({
+  const proc = await startSluiceProcess({
+    config: {
       listeners: [
         { name: 'lb', listen: '127.0.0.1:0', identify: 'token', proxyProtocol: { trustedSources: ['127.0.0.1/32'] } },
         // All test traffic is loopback: this one trusts only a range it never comes from.
@@ -96,32 +69,11 @@ async function startInstance(name: string): Promise<Instance> {
           allowAddressClasses: ['loopback'],
         },
       ],
-    }),
-  );
-  const child = spawn(process.execPath, [BIN, 'start', '--config', config], { cwd: home, stdio: ['ignore', 'ignore', 'pipe'], detached: true });
-  let stderr = '';
-  child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const ready = (): { lb: number; remote: number; metrics: number } | null => {
-    const lines = logLines(stderr);
-    const at = (listener: string): unknown => lines.find((l) => l['msg'] === 'listening' && l['listener'] === listener)?.['address'];
-    const metrics = lines.find((l) => typeof l['metrics'] === 'string')?.['metrics'];
-    const [lb, remote] = [at('lb'), at('remote-lb')];
-    return lb === undefined || remote === undefined || metrics === undefined ? null : { lb: portOf(lb), remote: portOf(remote), metrics: portOf(metrics) };
-  };
-  const ports = await withTimeout(
-    new Promise<{ lb: number; remote: number; metrics: number }>((resolve, reject) => {
-      const check = (): void => {
-        const p = ready();
-        if (p !== null) resolve(p);
-      };
-      child.stderr?.on('data', check);
-      void exited.then((code) => reject(new Error(`${name} exited ${code}: ${stderr}`)));
-    }),
-    20_000,
-    `${name} listening`,
-  );
-  return { name, child, lbPort: ports.lb, remoteLbPort: ports.remote, metricsPort: ports.metrics, auditFile, exited, stderr: () => stderr };
+    },
+    cwd: home,
+    name,
+  });
+  return { name, child: proc.child, lbPort: proc.portOf('lb'), remoteLbPort: proc.portOf('remote-lb'), metricsPort: proc.portOf('metrics'), auditFile, exited: proc.exited, stderr: proc.stderr };
 }
 
 function auditRecords(instance: Instance): Record<string, unknown>[] {
@@ -258,7 +210,7 @@ describe.skipIf(!hasHaproxy || process.platform !== 'linux')('two Sluice instanc
 
   afterAll(async () => {
     killGroup(haproxy);
-    for (const s of instances) killGroup(s.child);
+    await killSluiceProcesses();
     await origin?.close();
     await echo?.close();
     if (dir !== undefined) fs.rmSync(dir, { recursive: true, force: true });

@@ -3,40 +3,15 @@
 // restart: a revoked token stays refused and a live grant still works (docs/decisions/0008-ledger-persistence.md:
 // a restart neither loses nor resurrects a grant). No token appears in any log line or state file.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel } from '../support/raw-client.js';
 import { runCurl } from '../support/curl.js';
-import { waitFor, withTimeout } from '../support/wait.js';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin/sluice.js');
-
-interface Running {
-  readonly child: ChildProcess;
-  readonly port: number;
-  output(): string;
-}
-
-function start(config: string): Promise<Running> {
-  const child = spawn(process.execPath, [BIN, 'start', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
-  const port = new Promise<number>((resolve, reject) => {
-    child.stderr?.on('data', (c: Buffer) => {
-      out += c.toString();
-      const m = /"address":"127\.0\.0\.1:(\d+)"/.exec(out);
-      if (m?.[1] !== undefined && out.includes('admin API listening')) resolve(Number(m[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`sluice exited ${code}: ${out}`)));
-  });
-  return withTimeout(port, 15_000, 'sluice start').then((p) => ({ child, port: p, output: () => out }));
-}
+import { BIN, killSluiceProcesses, startSluiceProcess } from '../support/sluice-process.js';
 
 function grantCli(args: string[]): { status: number | null; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, [BIN, 'grant', ...args], { encoding: 'utf8', timeout: 15_000 });
@@ -48,7 +23,6 @@ describe('control plane across kill -9', () => {
   let echo: EchoServer;
   let config: string;
   let adminSock: string;
-  const children: ChildProcess[] = [];
 
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-restart-'));
@@ -67,7 +41,7 @@ describe('control plane across kill -9', () => {
     );
   });
   afterAll(async () => {
-    for (const c of children) c.kill('SIGKILL');
+    await killSluiceProcesses();
     await echo?.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
@@ -79,8 +53,7 @@ describe('control plane across kill -9', () => {
   };
 
   it('keeps revocations and live grants through kill -9, and never writes a token anywhere', async () => {
-    const first = await start(config);
-    children.push(first.child);
+    const first = await startSluiceProcess({ config, stdout: 'pipe', timeoutMs: 15_000 });
     const admin = `unix:${adminSock}`;
     expect(fs.statSync(adminSock).mode & 0o777).toBe(0o600);
     const health = await runCurl(['--unix-socket', adminSock, 'http://sluice/healthz']);
@@ -100,20 +73,15 @@ describe('control plane across kill -9', () => {
     expect(listed.stdout).toContain(b.id);
     expect(listed.stdout).not.toContain(b.token);
 
-    const died = waitFor(first.child, 'exit', 5000);
-    first.child.kill('SIGKILL');
-    await died;
+    await first.kill9();
 
-    const second = await start(config);
-    children.push(second.child);
+    const second = await startSluiceProcess({ config, stdout: 'pipe', timeoutMs: 15_000 });
     expect(await tunnelStatus(second.port, a.token)).toContain('grant_revoked');
     expect(await tunnelStatus(second.port, b.token)).toContain('granted');
 
-    const exited = waitFor<number>(second.child, 'exit', 15_000);
-    second.child.kill('SIGTERM');
-    expect(await exited).toBe(0);
+    expect(await second.stop('SIGTERM', 15_000)).toBe(0);
 
-    const everything = [first.output(), second.output(), fs.readFileSync(path.join(dir, 'audit.log'), 'utf8')];
+    const everything = [first.stdout(), first.stderr(), second.stdout(), second.stderr(), fs.readFileSync(path.join(dir, 'audit.log'), 'utf8')];
     for (const file of fs.readdirSync(path.join(dir, 'state'))) {
       const full = path.join(dir, 'state', file);
       if (fs.statSync(full).isFile()) everything.push(fs.readFileSync(full, 'utf8'));

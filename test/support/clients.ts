@@ -9,13 +9,13 @@ import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createTestPki, type TestPki } from './pki.js';
 import { startHttpOrigin, startHttpsOrigin, type Origin } from './origins.js';
 import { startSluice, tableLookup, tokenHash, type TestSluice } from './sluice.js';
+import { killGroup, REPO_ROOT } from './sluice-process.js';
 
 /** The repository root: child `node` processes run here so that `import 'undici'` resolves. */
-export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export { REPO_ROOT };
 
 export interface ClientResult {
   /** Exit code, or null when the client was killed by a signal (e.g. the hard timeout). */
@@ -39,16 +39,6 @@ export interface RunClientOptions {
 const live = new Set<ChildProcess>();
 const tempDirs: string[] = [];
 let home: string | undefined;
-
-function killGroup(child: ChildProcess): void {
-  if (child.pid === undefined) return;
-  try {
-    process.kill(-child.pid, 'SIGKILL'); // a detached client leads its own process group
-  } catch {
-    // no such group: not detached (git http-backend), or already gone
-  }
-  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-}
 
 /** Kills every client still running and removes every temporary directory (profiles, clones, HOME). Call it in afterAll. */
 export function cleanupClients(): void {

@@ -4,10 +4,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { BIN, killGroup } from './sluice-process.js';
 
-export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-export const BIN = path.join(REPO_ROOT, 'bin/sluice.js');
+export { BIN, REPO_ROOT } from './sluice-process.js';
 /** Outside the container's own users; nothing else runs as this uid. */
 export const UNPRIVILEGED_UID = 21001;
 
@@ -92,15 +91,6 @@ const live = new Set<ChildProcess>();
 export function track(child: ChildProcess): void {
   live.add(child);
   child.once('exit', () => live.delete(child));
-}
-
-function killGroup(child: ChildProcess): void {
-  if (child.pid === undefined) return;
-  try {
-    process.kill(-child.pid, 'SIGKILL');
-  } catch {
-    // the group is gone already
-  }
 }
 
 /** SIGKILLs every child still running (sluice run, victims). Call it in afterAll. */
