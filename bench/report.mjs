@@ -5,7 +5,9 @@ import { renderSandboxStart } from './sandbox-start.mjs';
 export const TARGET_LABELS = {
   direct: 'direct',
   floor: 'Node floor',
+  netfloor: 'net floor',
   sluice: 'Sluice',
+  'sluice-real': 'Sluice, IP literal',
   squid: 'Squid',
   tinyproxy: 'tinyproxy',
 };
@@ -18,6 +20,9 @@ export const MEASURES = [
   { key: 'bulk', label: 'bulk tunnel MiB/s, 1 stream down', scenario: 'bulk', pick: (s) => (s.ok ? s.mibps : undefined), unit: 'MiB/s', better: 'higher' },
   { key: 'http', label: 'plain HTTP keep-alive req/s, 32 conc, 64 B', scenario: 'http', pick: (s) => s.rate, unit: '/s', better: 'higher' },
   { key: 'idle_rss', label: 'RSS per idle tunnel', scenario: 'idle', pick: (s) => s.perTunnelKiB, unit: 'KiB', better: 'lower' },
+  { key: 'cpu_per_tunnel', label: 'CPU per tunnel, 32 concurrent (proxy CPU time / tunnels)', scenario: 'rate', pick: (s) => s.cpu?.proxyUsPerDone ?? undefined, unit: 'µs', better: 'lower' },
+  { key: 'alloc_per_tunnel', label: '≈ JS heap allocated per tunnel, 32 concurrent (used-heap growth between GCs / tunnels)', scenario: 'rate', pick: (s) => (s.gc?.ok ? s.gc.allocatedBytesPerDone / 1000 : undefined), unit: 'kB', better: 'lower' },
+  { key: 'gc_per_tunnel', label: 'GC pause per tunnel, 32 concurrent (main-thread GC time / tunnels)', scenario: 'rate', pick: (s) => (s.gc?.ok ? s.gc.gcPauseUsPerDone : undefined), unit: 'µs', better: 'lower' },
 ];
 
 export function median(values) {
@@ -52,13 +57,22 @@ export function summarize(result) {
         stealPct: stats(ss.map((s) => s.cpu?.stealProxyCpuPct)),
       };
     }
+    const gcs = runs.map((r) => r.scenarios?.rate?.gc).filter((g) => g?.ok);
+    if (gcs.length) {
+      t.gcRate = {
+        scavenges: stats(gcs.map((g) => g.gcByType?.Scavenge?.count ?? 0)),
+        markCompacts: stats(gcs.map((g) => g.gcByType?.MarkSweepCompact?.count ?? 0)),
+        scavengeSurvivorsKB: stats(gcs.map((g) => (g.scavengeSurvivorsMedianBytes ?? NaN) / 1000)),
+        scavengeUs: stats(gcs.map((g) => (g.gcByType?.Scavenge ? g.gcByType.Scavenge.costUs / g.gcByType.Scavenge.count : NaN))),
+      };
+    }
   }
   return summary;
 }
 
 function fmtNum(x, unit) {
   if (x === undefined || x === null) return '-';
-  if (unit === 'KiB') return x.toFixed(1);
+  if (unit === 'KiB' || unit === 'kB') return x.toFixed(1);
   if (unit === 'MiB/s') return Math.round(x).toLocaleString('en-US');
   if (x >= 100) return Math.round(x).toLocaleString('en-US');
   return x.toFixed(1);
@@ -97,6 +111,34 @@ export function checkTargets(summary) {
   return rows;
 }
 
+/**
+ * The check of the realistic Sluice target (`sluice-real`: Basic token on every request, IP-literal
+ * target, audit on) against the targets of issue 16, whose floor is the net-only floor.
+ */
+export function checkIssue16(summary) {
+  const s = summary['sluice-real']?.measures;
+  if (!s) return [];
+  const f = summary.netfloor?.measures;
+  const q = summary.squid?.measures;
+  const rows = [];
+  const v = (st) => st?.median;
+  const add = (target, value, bound, ok, note) => rows.push({ target, value, bound, met: Boolean(ok), note });
+  const x = (a, b) => `${(a / b).toFixed(2)}× net floor`;
+  const pct = (a, b) => `${((a / b - 1) * 100).toFixed(0)}%`;
+  if (v(s.cpu_per_tunnel) && v(f?.cpu_per_tunnel)) add('CPU per tunnel ≤ 1.10× net floor', `${fmtNum(v(s.cpu_per_tunnel))} µs`, `${fmtNum(1.1 * v(f.cpu_per_tunnel))} µs`, v(s.cpu_per_tunnel) <= 1.1 * v(f.cpu_per_tunnel), x(v(s.cpu_per_tunnel), v(f.cpu_per_tunnel)));
+  if (v(s.rate) && v(f?.rate)) add('new tunnels/s ≥ 0.9× net floor', fmtNum(v(s.rate)), fmtNum(0.9 * v(f.rate)), v(s.rate) >= 0.9 * v(f.rate), x(v(s.rate), v(f.rate)));
+  if (v(s.rate) && v(q?.rate)) add('new tunnels/s ≥ Squid', fmtNum(v(s.rate)), fmtNum(v(q.rate)), v(s.rate) >= v(q.rate), pct(v(s.rate), v(q.rate)));
+  if (v(s.latency_p50) && v(q?.latency_p50)) add('tunnel setup p50 ≤ Squid', `${fmtNum(v(s.latency_p50))} µs`, `${fmtNum(v(q.latency_p50))} µs`, v(s.latency_p50) <= v(q.latency_p50), pct(v(s.latency_p50), v(q.latency_p50)));
+  if (v(s.latency_p50) && v(f?.latency_p50)) add('tunnel setup p50 ≤ 1.15× net floor', `${fmtNum(v(s.latency_p50))} µs`, `${fmtNum(1.15 * v(f.latency_p50))} µs`, v(s.latency_p50) <= 1.15 * v(f.latency_p50), x(v(s.latency_p50), v(f.latency_p50)));
+  if (v(s.latency_p99) && v(q?.latency_p99)) add('tunnel setup p99 ≤ Squid', `${fmtNum(v(s.latency_p99))} µs`, `${fmtNum(v(q.latency_p99))} µs`, v(s.latency_p99) <= v(q.latency_p99), pct(v(s.latency_p99), v(q.latency_p99)));
+  if (v(s.alloc_per_tunnel)) add('allocated per tunnel ≤ 22 kB', `${fmtNum(v(s.alloc_per_tunnel), 'kB')} kB`, '22 kB', v(s.alloc_per_tunnel) <= 22, f?.alloc_per_tunnel ? `net floor ${fmtNum(v(f.alloc_per_tunnel), 'kB')} kB` : '');
+  if (v(s.gc_per_tunnel) && v(f?.gc_per_tunnel)) add('GC pause per tunnel ≤ 1.3× net floor', `${v(s.gc_per_tunnel).toFixed(1)} µs`, `${(1.3 * v(f.gc_per_tunnel)).toFixed(1)} µs`, v(s.gc_per_tunnel) <= 1.3 * v(f.gc_per_tunnel), x(v(s.gc_per_tunnel), v(f.gc_per_tunnel)));
+  if (v(s.http) && v(q?.http)) add('plain HTTP req/s ≥ Squid', fmtNum(v(s.http)), fmtNum(v(q.http)), v(s.http) >= v(q.http), pct(v(s.http), v(q.http)));
+  if (v(s.bulk) && v(f?.bulk)) add('bulk MiB/s ≥ 0.95× net floor', fmtNum(v(s.bulk), 'MiB/s'), fmtNum(0.95 * v(f.bulk), 'MiB/s'), v(s.bulk) >= 0.95 * v(f.bulk), x(v(s.bulk), v(f.bulk)));
+  if (v(s.idle_rss)) add('RSS per idle tunnel ≤ 16 KiB', `${fmtNum(v(s.idle_rss), 'KiB')} KiB`, '16 KiB', v(s.idle_rss) <= 16, '');
+  return rows;
+}
+
 export function renderMarkdown(result) {
   const summary = result.summary ?? summarize(result);
   const targets = result.targets.filter((t) => summary[t]);
@@ -109,20 +151,47 @@ export function renderMarkdown(result) {
   lines.push('');
   lines.push('Medians over rounds, (min–max) across rounds.');
   lines.push('');
+  // a measure no target has (a result from before it existed) is left out
+  const measures = MEASURES.filter((meas) => targets.some((t) => summary[t].measures[meas.key]));
   lines.push(`| measure | ${labels.join(' | ')} |`);
   lines.push(`|---|${targets.map(() => '---').join('|')}|`);
-  for (const meas of MEASURES) {
+  for (const meas of measures) {
     lines.push(`| ${meas.label} | ${targets.map((t) => cell(summary[t].measures[meas.key], meas.unit)).join(' | ')} |`);
   }
   lines.push('');
-  lines.push('Ratios of the medians: to direct / to the Node floor. Below 1× is faster for latency and RSS, slower for rates.');
+  const perTunnel = measures.some((meas) => meas.key === 'cpu_per_tunnel');
+  if (perTunnel || targets.includes('netfloor') || targets.includes('sluice-real')) {
+    const notes = [];
+    if (targets.includes('netfloor')) notes.push(`The net floor is \`bench/floor-net.mjs\` (\`net.createServer\`, the CONNECT head read up to the blank line, \`net.connect\`, pipes; no \`node:http\`). Its HTTP row is a minimal forward, not a full proxy: ${result.settings?.netfloorHttp ?? 'absolute-form rewritten to origin-form, one upstream connection per client connection, responses piped unparsed'}.`);
+    if (targets.includes('sluice-real')) notes.push('"Sluice, IP literal" is Sluice as users run it: `Proxy-Authorization: Basic` on every CONNECT and request, the target `127.0.0.1:<port>` granted by `tcp://127.0.0.1:<port>` (`http://` for HTTP) and `allowAddressClasses: [loopback]`, audit to a file. "Sluice" dials the name `origin.bench` from `dns.hosts`.');
+    if (perTunnel) notes.push('Per-tunnel costs come from the new-tunnels scenario (32 concurrent), one value per round: CPU is the proxy\'s process-group user + system time over the tunnels completed (every target); allocation and GC pause come from `bench/gc-probe.mjs` (a `v8.GCProfiler` preloaded with `node --import` into the Node targets only): JS-heap bytes allocated (the growth of the used heap between GCs; Buffers\' backing stores are not counted) and main-thread GC time, over the tunnels completed.');
+    for (const n of notes) lines.push(`- ${n}`);
+    lines.push('');
+  }
+  const gcTargets = targets.filter((t) => summary[t].gcRate);
+  if (gcTargets.length) {
+    lines.push('GC in the new-tunnels scenario, medians over rounds: scavenges / mark-compacts per round, mean µs per scavenge, and what a scavenge keeps (left in the young generation + promoted; median per round, kB).');
+    lines.push('');
+    lines.push(`| | ${gcTargets.map((t) => TARGET_LABELS[t] ?? t).join(' | ')} |`);
+    lines.push(`|---|${gcTargets.map(() => '---').join('|')}|`);
+    const g = (t, k, d = 0) => {
+      const st = summary[t].gcRate[k];
+      return st ? st.median.toFixed(d) : '-';
+    };
+    lines.push(`| scavenges / mark-compacts | ${gcTargets.map((t) => `${g(t, 'scavenges')} / ${g(t, 'markCompacts')}`).join(' | ')} |`);
+    lines.push(`| µs per scavenge | ${gcTargets.map((t) => g(t, 'scavengeUs')).join(' | ')} |`);
+    lines.push(`| kept per scavenge, kB | ${gcTargets.map((t) => g(t, 'scavengeSurvivorsKB')).join(' | ')} |`);
+    lines.push('');
+  }
+  const hasNet = Boolean(summary.netfloor);
+  lines.push(`Ratios of the medians: to direct / to the Node floor${hasNet ? ' / to the net floor' : ''}. Below 1× is faster (or cheaper) for latency, RSS and the per-tunnel costs, slower for rates.`);
   lines.push('');
   lines.push(`| measure | ${labels.join(' | ')} |`);
   lines.push(`|---|${targets.map(() => '---').join('|')}|`);
-  for (const meas of MEASURES) {
+  for (const meas of measures) {
     lines.push(`| ${meas.label} | ${targets.map((t) => {
       const st = summary[t].measures[meas.key];
-      return `${ratio(st, summary.direct?.measures[meas.key])} / ${ratio(st, summary.floor?.measures[meas.key])}`;
+      return `${ratio(st, summary.direct?.measures[meas.key])} / ${ratio(st, summary.floor?.measures[meas.key])}${hasNet ? ` / ${ratio(st, summary.netfloor?.measures[meas.key])}` : ''}`;
     }).join(' | ')} |`);
   }
   lines.push('');
@@ -185,6 +254,15 @@ export function renderMarkdown(result) {
     lines.push('|---|---|---|---|---|');
     for (const c of checks) lines.push(`| ${c.target} | ${c.value} | ${c.bound} | ${c.met ? 'yes' : '**no**'} | ${c.note} |`);
   }
+  const checks16 = checkIssue16(summary);
+  if (checks16.length) {
+    lines.push('');
+    lines.push('Sluice as users run it (Basic token on every request, IP-literal target, audit on) against the targets of issue 16, whose floor is the net floor (medians):');
+    lines.push('');
+    lines.push('| target | Sluice, IP literal | bound | met | |');
+    lines.push('|---|---|---|---|---|');
+    for (const c of checks16) lines.push(`| ${c.target} | ${c.value} | ${c.bound} | ${c.met ? 'yes' : '**no**'} | ${c.note} |`);
+  }
   const conns = targets
     .map((t) => [t, stats(result.runs.filter((r) => r.target === t && r.scenarios?.http).map((r) => r.scenarios.http.connections))])
     .filter(([, st]) => st);
@@ -200,16 +278,18 @@ export function renderMarkdown(result) {
       return `${TARGET_LABELS[t] ?? t} ${mine.map((x) => x.s.aliveAtEnd).join('/')}`;
     }).join('; ')}.`);
   }
-  if (result.sluiceAudit) {
-    const a = result.sluiceAudit;
+  // one audit summary per Sluice target (results before issue 16 have only `sluiceAudit`, for `sluice`)
+  const audits = result.sluiceAudits ?? (result.sluiceAudit ? { sluice: result.sluiceAudit } : {});
+  for (const [t, a] of Object.entries(audits)) {
+    const name = TARGET_LABELS[t] ?? t;
     lines.push('');
-    lines.push(`Sluice audit (all rounds): ${a.lines.toLocaleString('en-US')} records; decisions ${JSON.stringify(a.decisions)}; closes ${JSON.stringify(a.closes)}; operational log lines at warn or above: ${a.warnLines}.`);
+    lines.push(`${name} audit (all rounds): ${a.lines.toLocaleString('en-US')} records; decisions ${JSON.stringify(a.decisions)}; closes ${JSON.stringify(a.closes)}; operational log lines at warn or above: ${a.warnLines}.`);
     const tm = a.timingsMedianUs ?? {};
     const scs = ['latency', 'rate', 'bulk', 'http'].filter((sc) => tm[sc]);
     if (scs.length) {
       const fields = ['identifyUs', 'authorizeUs', 'routeUs', 'resolveUs', 'dialUs', 'firstByteUs'].filter((f) => scs.some((sc) => tm[sc][f] !== undefined));
       lines.push('');
-      lines.push("Where Sluice's time went, from its own audit records: median µs from the request head to the end of each stage (decision `timings`; `firstByteUs` from the close record), per scenario, over the records written while that scenario ran.");
+      lines.push(`Where ${name}'s time went, from its own audit records: median µs from the request head to the end of each stage (decision \`timings\`; \`firstByteUs\` from the close record), per scenario, over the records written while that scenario ran.`);
       lines.push('');
       lines.push(`| scenario | ${fields.map((f) => f.replace(/Us$/, '')).join(' | ')} |`);
       lines.push(`|---|${fields.map(() => '---').join('|')}|`);

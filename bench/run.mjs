@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// The Sluice benchmark: `npm run bench` (full, < 15 min) or `npm run bench -- --quick` (~2 min).
-// Runs the scenarios of issue 6 against direct, the Node floor, Sluice, Squid and tinyproxy, interleaved
+// The Sluice benchmark: `npm run bench` (full, about 15 min) or `npm run bench -- --quick` (2 to 3 min).
+// Runs the scenarios of issues 6 and 16 against direct, the two Node floors (node:http and node:net),
+// Sluice (a dns.hosts name, and an IP literal as users run it), Squid and tinyproxy, interleaved
 // and repeated, with a C load generator and origin (bench/loadgen.c). Writes bench/results/ and
 // regenerates docs/benchmarks.md. See bench/README.md. Only loopback traffic; every child is killed on
 // exit, failure and SIGINT.
@@ -11,7 +12,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { renderMarkdown, summarize } from './report.mjs';
 import { writeDoc } from './doc.mjs';
 import { summarizeProfile, renderProfile } from './profile.mjs';
@@ -21,19 +22,25 @@ const BENCH = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(BENCH, '..');
 const BUILD = path.join(BENCH, '.build');
 const LOADGEN = path.join(BUILD, 'loadgen');
-const ALL_TARGETS = ['direct', 'floor', 'sluice', 'squid', 'tinyproxy'];
+const ALL_TARGETS = ['direct', 'floor', 'netfloor', 'sluice', 'sluice-real', 'squid', 'tinyproxy'];
+/** The two Sluice targets: `sluice` (a dns.hosts name, exact rules) and `sluice-real` (an IP literal, as users run it). */
+const SLUICE_TARGETS = ['sluice', 'sluice-real'];
+const isSluice = (t) => SLUICE_TARGETS.includes(t);
+/** Preloaded into every Node target (floor, netfloor, sluice, sluice-real): GC time and allocation in the rate scenario. */
+const GC_PROBE = path.join(BENCH, 'gc-probe.mjs');
 const ALL_SCENARIOS = ['latency', 'rate', 'bulk', 'http', 'idle'];
 const MiB = 1024 * 1024;
 
 const MODES = {
-  quick: { rounds: 2, latencyS: 1, rateS: 1.5, httpS: 1.5, warmS: 2, bulkBytes: 256 * MiB, idle: 2000, settleMs: 500, budgetS: 300 },
-  full: { rounds: 5, latencyS: 3, rateS: 3, httpS: 3, warmS: 3, bulkBytes: 256 * MiB, idle: 10000, settleMs: 1000, budgetS: 780 },
+  // quick: the idle scenario in the first round only (7 targets; RSS per idle tunnel varies little between rounds)
+  quick: { rounds: 2, latencyS: 1, rateS: 1.5, httpS: 1.5, warmS: 2, bulkBytes: 256 * MiB, idle: 2000, idleRounds: 1, settleMs: 500, budgetS: 300 },
+  full: { rounds: 5, latencyS: 3, rateS: 3, httpS: 3, warmS: 3, bulkBytes: 256 * MiB, idle: 10000, idleRounds: 20, settleMs: 1000, budgetS: 1080 },
 };
 
 // ---------- arguments ----------
 function usage() {
   return `usage: npm run bench [-- options]
-  --quick                 ~2 minutes: 2 rounds, short scenarios, 2,000 idle tunnels
+  --quick                 2-3 minutes: 2 rounds, short scenarios, 2,000 idle tunnels in round 1 only
   --rounds N              rounds (default 5 full, 2 quick)
   --targets a,b           of ${ALL_TARGETS.join(',')} (default: all that are installed)
   --scenarios a,b         of ${ALL_SCENARIOS.join(',')} (default: all)
@@ -404,21 +411,67 @@ function tmpDir(prefix, mode, { keep = false } = {}) {
   return d;
 }
 
-/** Each target: available() → null or a reason to skip; start() → { pid, port, host, auth, child, dir, stopAndReport() }. */
-const TARGETS = {
-  direct: { available: () => null },
-  floor: {
+/**
+ * The GC probe of a Node target: `node --import bench/gc-probe.mjs` with the socket it answers on in
+ * SLUICE_BENCH_GC_PROBE (the probe removes the variable from its own environment at once).
+ */
+function gcProbe(dir) {
+  const sock = path.join(dir, 'gc-probe.sock');
+  return { flags: ['--import', pathToFileURL(GC_PROBE).href], env: { ...process.env, SLUICE_BENCH_GC_PROBE: sock }, sock };
+}
+
+/** One command to a target's GC probe; resolves with its JSON answer, or null (no probe, error, 5 s). */
+function probeCommand(inst, cmd) {
+  if (!inst?.probe) return Promise.resolve(null);
+  return new Promise((resolve) => {
+    const s = net.connect(inst.probe);
+    let buf = '';
+    const done = (v) => {
+      clearTimeout(timer);
+      s.destroy();
+      resolve(v);
+    };
+    const timer = setTimeout(() => done(null), 5000);
+    s.setEncoding('utf8');
+    s.on('connect', () => s.write(`${cmd}\n`));
+    s.on('data', (d) => {
+      buf += d;
+      const i = buf.indexOf('\n');
+      if (i < 0) return;
+      try {
+        done(JSON.parse(buf.slice(0, i)));
+      } catch {
+        done(null);
+      }
+    });
+    s.on('error', () => done(null));
+  });
+}
+
+/** A Node floor proxy (`floor-proxy.mjs` or `floor-net.mjs`): same launch, same pinning, same probe. */
+function nodeFloor(file, name) {
+  return {
     available: () => null,
     version: () => `node ${process.version}`,
     async start() {
       const port = await freePort();
-      const child = launch(process.execPath, [path.join(BENCH, 'floor-proxy.mjs'), String(port)], { cpu: 0, name: 'floor' });
+      const dir = tmpDir(name);
+      const probe = gcProbe(dir);
+      const child = launch(process.execPath, [...probe.flags, path.join(BENCH, file), String(port)], { cpu: 0, name, env: probe.env });
       const err = collect(child.stderr);
       collect(child.stdout);
-      return { child, port, host: '127.0.0.1', auth: null, logs: () => err() };
+      return { child, port, host: '127.0.0.1', auth: null, dir, probe: probe.sock, logs: () => err() };
     },
-  },
-  sluice: {
+  };
+}
+
+/**
+ * Sluice from dist/ as shipped, one token listener, audit to a file. `real: false` (target `sluice`): the
+ * origin by a dns.hosts name with exact rules. `real: true` (target `sluice-real`, as users run it):
+ * an IP-literal target, `tcp://127.0.0.1:<port>` and `http://127.0.0.1:<port>` rules, no dns.hosts.
+ */
+function sluiceTarget({ real }) {
+  return {
     available: () => null,
     version: () => {
       const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
@@ -426,7 +479,8 @@ const TARGETS = {
     },
     async start({ origin, nodeFlags = [] }) {
       const port = await freePort();
-      const dir = tmpDir('sluice');
+      const dir = tmpDir(real ? 'sluice-real' : 'sluice');
+      const host = real ? '127.0.0.1' : ORIGIN_NAME;
       const cfg = [
         '# generated by bench/run.mjs',
         'listeners:',
@@ -434,31 +488,40 @@ const TARGETS = {
         `    listen: 127.0.0.1:${port}`,
         '    identify: token',
         `state: ${dir}/state`,
-        'dns:',
-        '  hosts:',
-        `    ${ORIGIN_NAME}: [127.0.0.1]`,
+        ...(real ? [] : ['dns:', '  hosts:', `    ${ORIGIN_NAME}: [127.0.0.1]`]),
         'audit:',
         `  file: ${dir}/audit.jsonl`,
         'grants:',
         ...fillerGrants(Math.floor(((opt.grants ?? 1) - 1) / 2)),
         `  - id: ${GRANT}`,
         `    tokenSha256: ${createHash('sha256').update(TOKEN).digest('hex')}`,
-        `    destinations: ["tcp://${ORIGIN_NAME}:${origin.echo}", "tcp://${ORIGIN_NAME}:${origin.bulk}", "http://${ORIGIN_NAME}:${origin.http}"]`,
+        `    destinations: ["tcp://${host}:${origin.echo}", "tcp://${host}:${origin.bulk}", "http://${host}:${origin.http}"]`,
         '    allowAddressClasses: [loopback]',
         ...fillerGrants(Math.ceil(((opt.grants ?? 1) - 1) / 2), Math.floor(((opt.grants ?? 1) - 1) / 2)),
         '',
       ].join('\n');
       fs.writeFileSync(path.join(dir, 'sluice.yaml'), cfg);
-      const child = launch(process.execPath, [...nodeFlags, opt.sluiceBin ?? sluiceEntry, 'start', '--config', path.join(dir, 'sluice.yaml')], {
+      const probe = gcProbe(dir);
+      const child = launch(process.execPath, [...probe.flags, ...nodeFlags, opt.sluiceBin ?? sluiceEntry, 'start', '--config', path.join(dir, 'sluice.yaml')], {
         cpu: 0,
         cwd: dir,
-        name: 'sluice',
+        name: real ? 'sluice-real' : 'sluice',
+        env: probe.env,
       });
       const err = collect(child.stderr, 4 << 20);
       collect(child.stdout);
-      return { child, port, host: ORIGIN_NAME, auth: AUTH, dir, logs: () => err(), audit: path.join(dir, 'audit.jsonl') };
+      return { child, port, host, auth: AUTH, dir, probe: probe.sock, logs: () => err(), audit: path.join(dir, 'audit.jsonl') };
     },
-  },
+  };
+}
+
+/** Each target: available() → null or a reason to skip; start() → { port, host, auth, child, dir, probe, logs }. */
+const TARGETS = {
+  direct: { available: () => null },
+  floor: nodeFloor('floor-proxy.mjs', 'floor'),
+  netfloor: nodeFloor('floor-net.mjs', 'netfloor'),
+  sluice: sluiceTarget({ real: false }),
+  'sluice-real': sluiceTarget({ real: true }),
   squid: {
     available: () => (which('squid') ? null : 'squid is not installed (Debian: sudo apt-get install -y squid, or npm run bench -- --install-peers)'),
     version: () => (sh(which('squid'), ['-v']).stdout.split('\n')[0] ?? '').replace(/^Squid Cache: Version /, ''),
@@ -535,8 +598,13 @@ function httpArgs(inst, origin) {
   return ['--target', `127.0.0.1:${inst.port}`, '--host', `${inst.host}:${origin.http}`, '--absolute', ...(inst.auth ? ['--auth', inst.auth] : [])];
 }
 
-/** Runs one client scenario and adds the CPU of proxy, client and origin (percent of one core). */
-async function measured(inst, originChild, fn) {
+/**
+ * Runs one client scenario and adds the CPU of proxy, client and origin (percent of one core). With
+ * `gc`, the target's GC probe (Node targets) is started before and stopped after, and its answer is
+ * kept as `r.gc`, with allocation and GC time per completed exchange.
+ */
+async function measured(inst, originChild, fn, { gc = false } = {}) {
+  const probing = gc && inst?.probe ? (await probeCommand(inst, 'start'))?.ok === true : false;
   const p0 = inst ? groupCpu(inst.child.pid) : 0;
   const o0 = groupCpu(originChild.pid);
   const c0 = cpuStat();
@@ -548,6 +616,9 @@ async function measured(inst, originChild, fn) {
   const o1 = groupCpu(originChild.pid);
   const clientS = (r.cpu_user_s ?? 0) + (r.cpu_sys_s ?? 0);
   r.cpu = {
+    proxyS: inst ? p1 - p0 : null,
+    // the proxy's process-group CPU time (user + system) over the exchanges the client completed
+    proxyUsPerDone: inst && r.done > 0 ? (1e6 * (p1 - p0)) / r.done : null,
     proxyPct: inst ? (100 * (p1 - p0)) / wall : null,
     clientPct: (100 * clientS) / (r.wall_s ?? wall),
     originPct: (100 * (o1 - o0)) / wall,
@@ -558,6 +629,16 @@ async function measured(inst, originChild, fn) {
     r.cpu.othersOnProxyCpuPct = Math.max(0, (100 * (busy - (p1 - p0))) / wall);
     r.cpu.stealProxyCpuPct = (100 * (c1['0'].steal - c0['0'].steal)) / wall;
   }
+  if (probing) {
+    const g = await probeCommand(inst, 'stop');
+    if (g?.ok) {
+      r.gc = {
+        ...g,
+        allocatedBytesPerDone: r.done > 0 ? g.allocatedBytes / r.done : null,
+        gcPauseUsPerDone: r.done > 0 ? g.gcPauseUs / r.done : null,
+      };
+    } else r.gc = { ok: false, error: g?.error ?? 'the GC probe did not answer' };
+  }
   return r;
 }
 
@@ -567,7 +648,7 @@ async function runScenario(name, inst, origin, originChild) {
     case 'latency':
       return measured(inst, originChild, () => loadgen(['latency', ...tunnelArgs(inst, origin, 'echo'), '--size', '32', '--duration', String(S.latencyS)], t(S.latencyS)));
     case 'rate':
-      return measured(inst, originChild, () => loadgen(['rate', ...tunnelArgs(inst, origin, 'echo'), '--size', '32', '--concurrency', '32', '--duration', String(S.rateS)], t(S.rateS)));
+      return measured(inst, originChild, () => loadgen(['rate', ...tunnelArgs(inst, origin, 'echo'), '--size', '32', '--concurrency', '32', '--duration', String(S.rateS)], t(S.rateS)), { gc: true });
     case 'bulk':
       return measured(inst, originChild, () => loadgen(['bulk', ...tunnelArgs(inst, origin, 'bulk'), '--bytes', String(S.bulkBytes)], 60_000));
     case 'http':
@@ -657,23 +738,25 @@ async function startTarget(name, ctx) {
 /** Stops an instance; reports whether it was still alive (a crash otherwise) and what it logged. */
 async function stopTarget(name, inst, report) {
   const alive = inst.child.exitCode === null && inst.child.signalCode === null;
-  const ex = await stop(inst.child, name === 'sluice' ? 8000 : 3000);
+  const ex = await stop(inst.child, isSluice(name) ? 8000 : 3000);
   if (!alive) report.failures.push({ scenario: null, message: `${name} exited by itself during the run (${ex.code ?? ex.signal}): ${inst.logs().trim().split('\n').slice(-5).join(' | ')}` });
-  if (name === 'sluice') await readSluiceAudit(inst, report);
+  if (isSluice(name)) await readSluiceAudit(name, inst, report);
   if (inst.dir) {
     fs.rmSync(inst.dir, { recursive: true, force: true });
     tmpDirs.delete(inst.dir);
   }
 }
 
-const sluiceAudit = { lines: 0, decisions: {}, closes: {}, warnLines: 0, warnSamples: [], timings: {} };
+/** What each Sluice target wrote, over all its rounds: audit records and operational log lines. */
+const sluiceAudits = {};
 const TIMING_SAMPLE_CAP = 20_000;
-function pushTiming(scenario, field, value) {
+function pushTiming(sluiceAudit, scenario, field, value) {
   const byField = (sluiceAudit.timings[scenario] ??= {});
   const arr = (byField[field] ??= []);
   if (typeof value === 'number' && arr.length < TIMING_SAMPLE_CAP) arr.push(value);
 }
-async function readSluiceAudit(inst, report) {
+async function readSluiceAudit(target, inst, report) {
+  const sluiceAudit = (sluiceAudits[target] ??= { lines: 0, decisions: {}, closes: {}, warnLines: 0, warnSamples: [], timings: {} });
   const logs = inst.logs();
   for (const l of logs.split('\n')) {
     const m = /"level":(\d+)/.exec(l);
@@ -704,12 +787,12 @@ async function readSluiceAudit(inst, report) {
       const k = `${r.request} ${r.reason}`;
       sluiceAudit.decisions[k] = (sluiceAudit.decisions[k] ?? 0) + 1;
       const sc = r.timings ? scenarioAt(r.ts) : null;
-      if (sc) for (const [f, v] of Object.entries(r.timings)) pushTiming(sc, f, v);
+      if (sc) for (const [f, v] of Object.entries(r.timings)) pushTiming(sluiceAudit, sc, f, v);
     } else if (r.kind === 'close') {
       const k = `${r.request} ${r.closedBy}${r.status !== 200 ? ` status ${r.status}` : ''}`;
       sluiceAudit.closes[k] = (sluiceAudit.closes[k] ?? 0) + 1;
       const sc = scenarioAt(r.ts);
-      if (sc && 'firstByteUs' in r) pushTiming(sc, 'firstByteUs', r.firstByteUs);
+      if (sc && 'firstByteUs' in r) pushTiming(sluiceAudit, sc, 'firstByteUs', r.firstByteUs);
     }
   }
   void report;
@@ -749,14 +832,20 @@ async function main() {
   // targets
   const wanted = opt.profile ? ['sluice'] : (opt.targets ?? ALL_TARGETS);
   const targets = [];
+  let sluiceSnapshot = null;
   for (const t of wanted) {
-    if (t === 'sluice' && (opt.grants ?? 1) > 1) notes.push(`Sluice ran with ${opt.grants.toLocaleString('en-US')} grants of up to 10 rules each (--grants).`);
+    const firstSluice = isSluice(t) && !targets.some(isSluice);
+    if (firstSluice && (opt.grants ?? 1) > 1) notes.push(`Sluice ran with ${opt.grants.toLocaleString('en-US')} grants of up to 10 rules each (--grants).`);
     let reason = TARGETS[t].available();
-    if (!reason && t === 'sluice' && opt.sluiceBin) {
+    if (!reason && isSluice(t) && opt.sluiceBin) {
       if (!fs.existsSync(opt.sluiceBin)) reason = `${opt.sluiceBin} does not exist`;
-      else notes.push(`Sluice ran from ${path.relative(ROOT, opt.sluiceBin)}, not bin/sluice.js.`);
-    } else if (!reason && t === 'sluice') {
+      else if (firstSluice) notes.push(`Sluice ran from ${path.relative(ROOT, opt.sluiceBin)}, not bin/sluice.js.`);
+    } else if (!reason && isSluice(t) && sluiceSnapshot) {
+      reason = sluiceSnapshot.reason ?? null;
+    } else if (!reason && isSluice(t)) {
+      // built and copied once, for both Sluice targets
       const b = ensureSluiceBuilt(notes);
+      sluiceSnapshot = b.ok ? {} : { reason: b.reason };
       if (!b.ok) reason = b.reason;
       else sluiceEntry = snapshotSluice();
     }
@@ -823,7 +912,7 @@ async function main() {
           if (inst) await stopTarget(t, inst, report);
         }
       }
-      if (scenarios.includes('idle') && t !== 'direct') {
+      if (scenarios.includes('idle') && t !== 'direct' && round <= S.idleRounds) {
         let inst = null;
         try {
           inst = await startTarget(t, ctx);
@@ -841,7 +930,7 @@ async function main() {
 
   // `sluice run -- true`: the start-up of a short confined command (issue 12), against its floors.
   let sandboxStart = null;
-  if (targets.includes('sluice')) {
+  if (targets.some(isSluice)) {
     const reason = sandboxStartUnavailable();
     if (reason) notes.push(`sluice run start-up not measured: ${reason}.`);
     else {
@@ -872,26 +961,42 @@ async function main() {
     versions,
     targets,
     scenarios,
-    settings: { ...S, idleCount, idleNote, fdLimit: limit, sluiceRoute: 'direct', sluiceDns: `dns.hosts ${ORIGIN_NAME} → 127.0.0.1`, peersDial: '127.0.0.1 literal' },
+    settings: {
+      ...S,
+      idleCount,
+      idleNote,
+      fdLimit: limit,
+      sluiceRoute: 'direct',
+      sluiceDns: `dns.hosts ${ORIGIN_NAME} → 127.0.0.1`,
+      sluiceRealTarget: '127.0.0.1 literal, tcp://127.0.0.1:<port> and http://127.0.0.1:<port> rules, allowAddressClasses [loopback], no dns.hosts',
+      peersDial: '127.0.0.1 literal',
+      netfloorHttp: 'absolute-form rewritten to origin-form, one upstream connection per client connection, responses piped unparsed',
+      gcProbe: 'rate scenario, Node targets: v8.GCProfiler via node --import bench/gc-probe.mjs',
+    },
     runs,
     notes,
     sandboxStart,
   };
-  if (targets.includes('sluice')) {
+  if (targets.some(isSluice)) {
     const { median } = await import('./report.mjs');
-    const timingsMedianUs = {};
-    for (const [sc, byField] of Object.entries(sluiceAudit.timings)) {
-      timingsMedianUs[sc] = {};
-      for (const [f, arr] of Object.entries(byField)) timingsMedianUs[sc][f] = arr.length ? median(arr) : null;
+    result.sluiceAudits = {};
+    for (const [t, sluiceAudit] of Object.entries(sluiceAudits)) {
+      const timingsMedianUs = {};
+      for (const [sc, byField] of Object.entries(sluiceAudit.timings)) {
+        timingsMedianUs[sc] = {};
+        for (const [f, arr] of Object.entries(byField)) timingsMedianUs[sc][f] = arr.length ? median(arr) : null;
+      }
+      result.sluiceAudits[t] = {
+        lines: sluiceAudit.lines,
+        decisions: sluiceAudit.decisions,
+        closes: sluiceAudit.closes,
+        warnLines: sluiceAudit.warnLines,
+        warnSamples: sluiceAudit.warnSamples,
+        timingsMedianUs,
+      };
     }
-    result.sluiceAudit = {
-      lines: sluiceAudit.lines,
-      decisions: sluiceAudit.decisions,
-      closes: sluiceAudit.closes,
-      warnLines: sluiceAudit.warnLines,
-      warnSamples: sluiceAudit.warnSamples,
-      timingsMedianUs,
-    };
+    // the `sluice` target's, where results before issue 16 kept it
+    if (result.sluiceAudits.sluice) result.sluiceAudit = result.sluiceAudits.sluice;
   }
   result.summary = summarize(result);
   const md = renderMarkdown(result);
@@ -920,7 +1025,7 @@ function brief(report) {
   const s = report.scenarios;
   const parts = [];
   if (s.latency) parts.push(`p50 ${s.latency.latency_us.p50.toFixed(0)} µs p99 ${s.latency.latency_us.p99.toFixed(0)} µs`);
-  if (s.rate) parts.push(`${Math.round(s.rate.rate)} tunnels/s`);
+  if (s.rate) parts.push(`${Math.round(s.rate.rate)} tunnels/s${s.rate.cpu?.proxyUsPerDone ? ` (${Math.round(s.rate.cpu.proxyUsPerDone)} µs CPU${s.rate.gc?.ok ? `, ${(s.rate.gc.allocatedBytesPerDone / 1000).toFixed(1)} kB, ${s.rate.gc.gcPauseUsPerDone.toFixed(1)} µs GC` : ''} per tunnel)` : ''}`);
   if (s.bulk) parts.push(`${Math.round(s.bulk.mibps ?? 0)} MiB/s`);
   if (s.http) parts.push(`${Math.round(s.http.rate)} req/s`);
   if (s.idle) parts.push(`${s.idle.perTunnelKiB?.toFixed(1)} KiB/tunnel (${s.idle.aliveAtEnd}/${s.idle.count} held)`);
