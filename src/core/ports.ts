@@ -56,4 +56,6 @@ export interface ProxyControl {
   /** Validates the config file again and applies it atomically, or keeps the running config. */
   reload(): Promise<ControlResult<{ readonly endedConnections: number }>>;
   readiness(): { readonly ready: boolean; readonly detail: string };
+  /** False while a fleet instance has not reached its shared ledger store within ledger.maxStaleMs (absent: always fresh). */
+  ledgerFresh?(): boolean;
 }

@@ -136,5 +136,6 @@ export function createControl(deps: ControlDeps): ProxyControl {
     revokeGeneration: narrowing(revokeGeneration),
     reload: deps.reload,
     readiness: deps.readiness,
+    ledgerFresh: deps.ledgerFresh,
   };
 }

@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
+import { ADMIN_ROUTES } from '../../src/admin/index.js';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel, roundTrip } from '../support/raw-client.js';
 import { redisAvailable, startRedis, type TestRedis } from '../support/redis.js';
@@ -130,6 +131,11 @@ describe.skipIf(!redisAvailable())('fleet: three instances share one ledger on R
     expect(b!.app.control.readiness().ready).toBe(false);
     const issuedWhileAway = await b!.app.control.issueGrant({ destinations: ['https://a.test'] });
     expect(issuedWhileAway).toMatchObject({ ok: false, status: 503, reason: 'ledger_unavailable' });
+    // Nor does it show a table it cannot vouch for: the admin API's grant listing answers 503 too.
+    const route = ADMIN_ROUTES.find((r) => r.method === 'GET' && r.template === '/v1/grants');
+    const listed = await route!.action(b!.app.control, { params: {}, body: undefined });
+    expect(listed.status).toBe(503);
+    expect(listed.body).toMatchObject({ error: 'ledger_unavailable' });
     // A revokes while the store is away: it takes effect on A now and reaches B once the store is back.
     const revokedAway = await a!.app.control.revokeGrant(doomed.id);
     expect(revokedAway).toMatchObject({ ok: false, status: 503, reason: 'ledger_unavailable' });

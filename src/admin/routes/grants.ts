@@ -13,11 +13,22 @@ export const issueGrant: RouteAction = async (control, request): Promise<AdminRe
   return { status: 201, body: { id, token, grant } };
 };
 
+/**
+ * A fleet instance cut off from its store would show a table it cannot vouch for (a grant revoked
+ * elsewhere meanwhile would still look live): it answers 503 instead of pretending (docs/fleet.md).
+ */
+function stale(control: Parameters<RouteAction>[0]): AdminReply | null {
+  if (control.ledgerFresh?.() !== false) return null;
+  return controlFailureReply({ status: 503, reason: 'ledger_unavailable', issues: [{ path: 'ledger', message: 'this instance has not reached the shared ledger store within ledger.maxStaleMs' }] });
+}
+
 /** GET /v1/grants */
-export const listGrants: RouteAction = (control) => ({ status: 200, body: { grants: control.listGrants() } });
+export const listGrants: RouteAction = (control) => stale(control) ?? { status: 200, body: { grants: control.listGrants() } };
 
 /** GET /v1/grants/{id} */
 export const showGrant: RouteAction = (control, request) => {
+  const refused = stale(control);
+  if (refused !== null) return refused;
   const grant = control.getGrant(request.params['id'] ?? '');
   return grant === undefined ? errorReply('grant_not_found') : { status: 200, body: grant };
 };
