@@ -269,6 +269,8 @@ describe.skipIf(!redisAvailable())('fleet of processes: three `sluice start` chi
     console.log(`[fleet-processes] generation revoke on C -> tunnels on A and B closed within ${generationLag} ms`);
     expect(generationLag).toBeLessThan(LAG_BOUND_MS);
     await expectRefused(a, first.token, 403, 'grant_revoked');
+    // The generation's two revocations are two changes: A's closed tunnel shows the first; wait (bounded) for the second.
+    await waitUntil(() => revokedOn(a, second.id), { timeoutMs: LAG_BOUND_MS, label: 'A applied the second revocation' });
     await expectRefused(a, second.token, 403, 'grant_revoked');
   }, 30_000);
 
@@ -298,6 +300,8 @@ describe.skipIf(!redisAvailable())('fleet of processes: three `sluice start` chi
     await closed;
     const lag = Date.now() - started;
     await expectRefused(b, grant.token, 403, 'grant_revoked');
+    // B's closed tunnel shows B applied it; C polls on its own 25 ms clock, so wait (bounded) to see C apply it too.
+    await waitUntil(() => revokedOn(c, grant.id), { timeoutMs: LAG_BOUND_MS, label: 'C applied the revocation' });
     await expectRefused(c, grant.token, 403, 'grant_revoked');
     console.log(`[fleet-processes] CLIENT KILL TYPE pubsub: all 3 resubscribed within ${resubscribedIn} ms; killed again with SUBSCRIBE refused, none subscribed at the revoke on A, B's tunnel closed ${lag} ms after it (revision poll)`);
     expect(lag).toBeLessThan(LAG_BOUND_MS);
