@@ -11,7 +11,7 @@ import type { Redis } from 'ioredis';
 import { ADMIN_ROUTES } from '../../src/admin/index.js';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel, roundTrip } from '../support/raw-client.js';
-import { redisAvailable, startRedis, type TestRedis } from '../support/redis.js';
+import { redisSkip, startRedis, type TestRedis } from '../support/redis.js';
 import { startSluice, tableLookup, type TestSluice } from '../support/sluice.js';
 import { killSluiceProcesses, startSluiceProcess } from '../support/sluice-process.js';
 import { waitFor, waitUntil, withTimeout } from '../support/wait.js';
@@ -21,7 +21,7 @@ const MAX_STALE_MS = 300;
 // machine bounds it loosely, so that it proves propagation without flaking on scheduling.
 const LAG_BOUND_MS = 1000;
 
-describe.skipIf(!redisAvailable())('fleet: three instances share one ledger on Redis', () => {
+describe.skipIf(redisSkip())('fleet: three instances share one ledger on Redis', () => {
   let redis: TestRedis;
   let echo: EchoServer;
   const fleet: TestSluice[] = [];

@@ -19,7 +19,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel, roundTrip, type ConnectTunnel } from '../support/raw-client.js';
-import { redisAvailable, startRedis, type TestRedis } from '../support/redis.js';
+import { redisSkip, startRedis, type TestRedis } from '../support/redis.js';
 import { tokenHash } from '../support/sluice.js';
 import { killSluiceProcesses, logLines, REPO_ROOT as ROOT, startSluiceProcess, type SluiceProcess } from '../support/sluice-process.js';
 import { waitFor, waitUntil, withTimeout } from '../support/wait.js';
@@ -87,7 +87,7 @@ function admin(on: Instance, method: string, route: string, body?: unknown): Pro
   );
 }
 
-describe.skipIf(!redisAvailable())('fleet of processes: three `sluice start` children share one ledger on Redis', () => {
+describe.skipIf(redisSkip())('fleet of processes: three `sluice start` children share one ledger on Redis', () => {
   let root: string;
   let echo: EchoServer;
   let redis: TestRedis | null = null;

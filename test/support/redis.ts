@@ -16,6 +16,11 @@ export function redisAvailable(): boolean {
   return REDIS_SERVER !== undefined && spawnSync(REDIS_SERVER, ['--version']).status === 0;
 }
 
+/** Skip the Redis tests only outside CI: a CI machine without redis-server must fail them (as the Squid and bwrap tests do). */
+export function redisSkip(): boolean {
+  return process.env['CI'] !== 'true' && !redisAvailable();
+}
+
 export interface TestRedis {
   readonly port: number;
   readonly url: string;
