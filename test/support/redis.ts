@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { unusedPort } from './ports.js';
-import { withTimeout } from './wait.js';
+import { waitUntil, withTimeout } from './wait.js';
 
 export const REDIS_SERVER = ['/usr/bin/redis-server', '/usr/local/bin/redis-server'].find((p) => fs.existsSync(p));
 
@@ -39,22 +39,18 @@ export interface RedisOptions {
   readonly persistent?: boolean;
 }
 
-function waitReady(port: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  return new Promise((resolve, reject) => {
-    const attempt = (): void => {
-      const socket = net.connect({ port, host: '127.0.0.1' });
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve();
-      });
-      socket.once('error', () => {
-        socket.destroy();
-        if (Date.now() > deadline) reject(new Error(`redis-server on ${port} did not start within ${timeoutMs} ms`));
-        else setTimeout(attempt, 20);
-      });
-    };
-    attempt();
+/** Whether something accepts a TCP connection on the loopback port now. */
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ port, host: '127.0.0.1' });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => {
+      socket.destroy();
+      resolve(false);
+    });
   });
 }
 
@@ -87,7 +83,7 @@ export async function startRedis(options: RedisOptions = {}): Promise<TestRedis>
     dir,
     async start() {
       child = spawn(REDIS_SERVER, [conf], { stdio: 'ignore' });
-      await waitReady(port, 5000);
+      await waitUntil(() => accepts(port), { timeoutMs: 5000, label: `redis-server listening on ${port}` });
     },
     async kill(opts = {}) {
       const c = child;
