@@ -830,7 +830,7 @@ async function main() {
   }
 
   // targets
-  const wanted = opt.profile ? ['sluice'] : (opt.targets ?? ALL_TARGETS);
+  const wanted = opt.profile ? ['sluice-real'] : (opt.targets ?? ALL_TARGETS);
   const targets = [];
   let sluiceSnapshot = null;
   for (const t of wanted) {
@@ -1050,7 +1050,7 @@ function machineInfo(nproc) {
 /** --profile: Sluice under node --cpu-prof; self time during the tunnel-setup and new-tunnels scenarios. */
 async function profileSluice(ctx, originChild, commit, dirty) {
   const dir = tmpDir('prof', undefined, { keep: true });
-  const inst = await startTarget('sluice', { ...ctx, nodeFlags: ['--cpu-prof', '--cpu-prof-dir', dir] });
+  const inst = await startTarget('sluice-real', { ...ctx, nodeFlags: ['--cpu-prof', '--cpu-prof-dir', dir] });
   const report = { failures: [] };
   const nowUs = () => Number(process.hrtime.bigint() / 1000n);
   const windows = [];
@@ -1062,7 +1062,7 @@ async function profileSluice(ctx, originChild, commit, dirty) {
       windows.push({ sc, r, fromUs, toUs: nowUs() });
     }
   } finally {
-    await stopTarget('sluice', inst, report);
+    await stopTarget('sluice-real', inst, report);
     await stop(originChild, 1000);
   }
   const file = fs.readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));

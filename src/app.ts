@@ -13,7 +13,7 @@ import { createForwardAgent } from './relay/index.js';
 import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
 import { AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
-import { startListeners, stopListeners, type BoundListener, type HttpLimits, type ProxyRuntime } from './proxy/index.js';
+import { HopCache, startListeners, stopListeners, type BoundListener, type HttpLimits, type ProxyRuntime } from './proxy/index.js';
 import { checkSocketGroups } from './listen/index.js';
 
 /** How often a fleet instance polls the shared store's revision, beside its notifications (docs/fleet.md). */
@@ -166,6 +166,7 @@ export async function buildRuntime(
     upstream: upstreamOptions,
     relay: { idleTimeoutMs: config.timeouts.idleMs },
     ledgerFresh: () => freshness.isFresh(),
+    hopCache: new HopCache({ registry, self, routes: routes.value.selector, now: () => performance.now() }),
   };
   return { ok: true, value: { runtime, self, pacError, pac, tokens: tokens.value, freshness } };
 }
@@ -285,6 +286,8 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     const revoked = new Set(ledger.list().filter((r) => r.source === 'config' && r.revokedAt !== null).map((r) => r.id));
     let ended = registry.remove(dropped, 'grant_changed');
     ended += installConfigGrants(registry, next, nextTokens.value, revoked);
+    // The grant table's revision already moved; a reload empties the hop cache outright all the same.
+    runtime.hopCache.clear();
     current = next;
     runtime.log.info({ endedConnections: ended }, 'config reloaded (grants applied; listener, route and dns changes need a restart)');
     return { ok: true, value: { endedConnections: ended } };

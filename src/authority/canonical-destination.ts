@@ -61,6 +61,25 @@ export interface AbsoluteTarget {
 
 const ABSOLUTE = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)([^#]*)$/;
 
+/** An absolute-form target split, unchecked: `scheme://authority` exactly as sent, and the rest. */
+export interface AbsoluteTargetParts {
+  readonly origin: string;
+  readonly rest: string;
+}
+
+/** Null when the target is not absolute-form at all (parseAbsoluteTarget then says why). */
+export function splitAbsoluteTarget(target: string): AbsoluteTargetParts | null {
+  const match = ABSOLUTE.exec(target);
+  if (match === null) return null;
+  const rest = match[3] ?? '';
+  return { origin: target.slice(0, target.length - rest.length), rest };
+}
+
+/** The origin-form path and query of an absolute-form target's rest, as forwarded. */
+export function pathAndQueryOf(rest: string): string {
+  return rest === '' ? '/' : rest.startsWith('/') ? rest : `/${rest}`;
+}
+
 /** Parses an absolute-form request target. Only http and ws may be forwarded; https must use CONNECT. */
 export function parseAbsoluteTarget(target: string): Verdict<AbsoluteTarget> {
   const match = ABSOLUTE.exec(target);
@@ -73,8 +92,7 @@ export function parseAbsoluteTarget(target: string): Verdict<AbsoluteTarget> {
   if (authority.includes('@')) return deny('destination_malformed', 'userinfo is not allowed in the request target');
   const destination = canonicalize(authority, DEFAULT_PORTS[scheme]);
   if (!destination.ok) return destination;
-  const pathAndQuery = rest === '' ? '/' : rest.startsWith('/') ? rest : `/${rest}`;
-  return ok({ scheme, destination: destination.value, pathAndQuery });
+  return ok({ scheme, destination: destination.value, pathAndQuery: pathAndQueryOf(rest) });
 }
 
 /** Parses a CONNECT request target (authority-form, explicit port). */

@@ -69,11 +69,21 @@ export class GrantRegistry {
   /** A connection whose fleet-wide attach is in flight: a second hop on it waits for the same answer. */
   private readonly attaching = new WeakMap<GrantConnection, Promise<Verdict<void>>>();
   private readonly expiry = new Map<string, NodeJS.Timeout>();
+  private changes = 0;
 
   constructor(
     private readonly self: SelfAddresses,
     private readonly now: () => number,
   ) {}
+
+  /**
+   * Bumped by every change to what a hop may be allowed: a grant or token installed, removed, revoked or
+   * forgotten, or a grant reaching its expiry. A decision remembered at one revision is never served at
+   * another (proxy/hop-cache.ts).
+   */
+  get revision(): number {
+    return this.changes;
+  }
 
   /** Compiles one grant; nothing is installed when it has issues. */
   compile(input: GrantInput, prefix: string): { ok: true; value: RuntimeGrant } | { ok: false; issues: ConfigIssue[] } {
@@ -83,6 +93,7 @@ export class GrantRegistry {
   /** Installs or replaces grants; live connections of a replaced grant are re-checked and ended if no longer allowed. */
   install(grants: readonly { grant: RuntimeGrant; tokenSha256: Buffer | null }[]): number {
     let ended = 0;
+    this.changes += 1;
     for (const { grant, tokenSha256 } of grants) {
       const previous = this.grants.get(grant.id);
       this.grants.set(grant.id, grant);
@@ -99,6 +110,7 @@ export class GrantRegistry {
   /** Removes grants no longer in force (a reload dropped them); their connections end. */
   remove(ids: readonly string[], reason: CloseReason): number {
     let ended = 0;
+    this.changes += 1;
     for (const id of ids) {
       this.grants.delete(id);
       this.tokens.delete(id);
@@ -114,6 +126,7 @@ export class GrantRegistry {
   revoke(id: string): number {
     const grant = this.grants.get(id);
     if (grant === undefined) return 0;
+    this.changes += 1;
     this.grants.set(id, { ...grant, revoked: true });
     this.clearExpiry(id);
     return this.endConnections(id, 'revoked');
@@ -295,7 +308,10 @@ export class GrantRegistry {
       const current = this.grants.get(grant.id);
       if (current === undefined) return;
       if (this.now() < (current.expiresAtMs ?? 0)) this.armExpiry(current);
-      else this.endConnections(grant.id, 'expired');
+      else {
+        this.changes += 1;
+        this.endConnections(grant.id, 'expired');
+      }
     }, Math.max(0, Math.min(delay, MAX_TIMER_MS)));
     timer.unref();
     this.expiry.set(grant.id, timer);

@@ -34,10 +34,15 @@ async function resolveDestination(deps: DecideDeps, hop: Hop, grant: RuntimeGran
   const dest = hop.canonical;
   if (dest === null) return deny('destination_malformed');
   const literal = literalAnswer(dest);
-  if (literal !== null) return ok([literal]);
+  if (literal !== null) {
+    hop.answerTtlMs = Infinity;
+    return ok([literal]);
+  }
   const resolved = await deps.resolver.resolve(dest.host, grant.id);
-  if (resolved.ok && resolved.value.source !== 'hosts') deps.metrics.dnsCache(resolved.value.source === 'cache');
-  return resolved.ok ? ok(resolved.value.answers) : resolved;
+  if (!resolved.ok) return resolved;
+  if (resolved.value.source !== 'hosts') deps.metrics.dnsCache(resolved.value.source === 'cache');
+  hop.answerTtlMs = resolved.value.ttlMs;
+  return ok(resolved.value.answers);
 }
 
 /**

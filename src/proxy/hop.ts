@@ -28,6 +28,8 @@ export class Hop {
   firstByteUs: number | null = null;
   resolveUs: number | null = null;
   dialUs: number | null = null;
+  /** How long the checked addresses stay valid (the DNS answer's TTL left; Infinity for a literal or dns.hosts). */
+  answerTtlMs: number | null = null;
   /** Set once, by HopRun.decide (run-hop.ts). */
   decision: Decision | null = null;
   /** performance.now() when the request head was parsed: the origin of every timing. */

@@ -1,7 +1,7 @@
 // The identify stage of a hop: who this request acts for. A principal is fixed per connection; a later
 // request that presents another principal's token is refused (authority never bleeds, principle A5 in docs/principles.md).
 import type http from 'node:http';
-import { sentReason, type Verdict } from '../core/index.js';
+import { sentReason, type Principal, type Verdict } from '../core/index.js';
 import { identify } from '../identity/index.js';
 import type { ConnectionContext } from './connection-context.js';
 import { checkGrantLive } from './decide.js';
@@ -9,13 +9,17 @@ import type { Hop } from './hop.js';
 import type { ProxyRuntime } from './runtime.js';
 import type { RuntimeGrant } from '../grant/index.js';
 
-export function identifyHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.IncomingMessage): RuntimeGrant | null | Promise<RuntimeGrant | null> {
-  return identifyPresented(rt, ctx, hop, req.headers['proxy-authorization'], req.rawHeaders.length / 2);
+export function identifyHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, req: http.IncomingMessage, known: Principal | null = null): RuntimeGrant | null | Promise<RuntimeGrant | null> {
+  return identifyPresented(rt, ctx, hop, req.headers['proxy-authorization'], req.rawHeaders.length / 2, known);
 }
 
-/** `header` is a Proxy-Authorization value (SOCKS5 credentials arrive converted to Basic). */
-/** The grant, or null with the denial on the hop; a promise only for a fleet-budgeted grant's first hop. */
-export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, header: string | undefined, headerCount: number): RuntimeGrant | null | Promise<RuntimeGrant | null> {
+/**
+ * `header` is a Proxy-Authorization value (SOCKS5 credentials arrive converted to Basic). `known` is the
+ * principal the hop cache remembers for exactly these credentials on this listener at the current grant
+ * table revision: the token is not hashed again, and everything else is checked as for any hop.
+ * Returns the grant, or null with the denial on the hop; a promise only for a fleet-budgeted grant's first hop.
+ */
+export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, header: string | undefined, headerCount: number, known: Principal | null = null): RuntimeGrant | null | Promise<RuntimeGrant | null> {
   // A fleet instance cut off from the shared ledger cannot know what was revoked meanwhile: fail closed.
   if (!rt.ledgerFresh()) {
     hop.fail('ledger_unavailable', 'the shared ledger store has not answered within ledger.maxStaleMs');
@@ -33,21 +37,25 @@ export function identifyPresented(rt: ProxyRuntime, ctx: ConnectionContext, hop:
       hop.fail('auth_rate_limited');
       return null;
     }
-    const verdict = identify(ctx.identity, rt.registry.tokens, header);
-    if (!verdict.ok) {
-      // Counted alike, so the throttle is no oracle either: a mismatch is answered as token_invalid.
-      if (sentReason(verdict.reason) === 'token_invalid') rt.authThrottle.recordFailure(header, ctx.source);
-      hop.fail(verdict.reason, verdict.detail);
-      return null;
+    let principal = known;
+    if (principal === null) {
+      const verdict = identify(ctx.identity, rt.registry.tokens, header);
+      if (!verdict.ok) {
+        // Counted alike, so the throttle is no oracle either: a mismatch is answered as token_invalid.
+        if (sentReason(verdict.reason) === 'token_invalid') rt.authThrottle.recordFailure(header, ctx.source);
+        hop.fail(verdict.reason, verdict.detail);
+        return null;
+      }
+      principal = verdict.value;
     }
-    if (ctx.principal !== null && ctx.principal.grantId !== verdict.value.grantId) {
+    if (ctx.principal !== null && ctx.principal.grantId !== principal.grantId) {
       // Attributed to the connection's principal, whose connection it is: the record and the body name it.
       hop.principal = ctx.principal;
       hop.fail('principal_changed');
       return null;
     }
-    hop.principal = verdict.value;
-    ctx.principal = verdict.value;
+    hop.principal = principal;
+    ctx.principal = principal;
     ctx.verifiedAuthorization = header ?? null;
   }
   hop.identifyUs = hop.elapsedUs();

@@ -1,6 +1,7 @@
 // The proxy module: listeners and the per-hop pipeline.
 export * from './hop.js';
 export * from './decide.js';
+export * from './hop-cache.js';
 export * from './respond.js';
 export * from './runtime.js';
 export * from './server.js';

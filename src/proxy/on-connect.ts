@@ -4,6 +4,7 @@ import type http from 'node:http';
 import type net from 'node:net';
 import { parseConnectTarget } from '../authority/index.js';
 import type { ConnectionContext } from './connection-context.js';
+import { decideHop, lookupHop } from './decide-hop.js';
 import { Hop } from './hop.js';
 import { identifyPresented } from './identify-hop.js';
 import { connectEstablished, writeSocketDenial } from './respond.js';
@@ -30,13 +31,18 @@ const HTTP_CONNECT: TunnelResponder = {
 export function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: ConnectRequest, socket: net.Socket, head: Buffer): Promise<void> {
   const hop = new Hop(ctx.nextHop(), 'connect', 'CONNECT', req.target);
   const client: TunnelClient = { socket, head, responder: HTTP_CONNECT, established: false };
+  const lookup = lookupHop(rt, ctx, hop, req.proxyAuthorization, req.target);
   return runHop(rt, ctx, hop, async (run) => {
-    let grant = identifyPresented(rt, ctx, hop, req.proxyAuthorization, req.headerCount);
+    let grant = identifyPresented(rt, ctx, hop, req.proxyAuthorization, req.headerCount, lookup.remembered?.principal ?? null);
     if (grant instanceof Promise) grant = await grant;
     if (grant === null) return;
-    const target = parseConnectTarget(req.target);
-    if (!target.ok) return void hop.fail(target.reason, target.detail);
-    hop.canonical = target.value;
-    await tunnelStages(rt, ctx, run, grant, client);
+    let decided = decideHop(rt, hop, grant, lookup, () => {
+      const target = parseConnectTarget(req.target);
+      if (!target.ok) return hop.fail(target.reason, target.detail);
+      hop.canonical = target.value;
+      return true;
+    });
+    if (decided instanceof Promise) decided = await decided;
+    if (decided) await tunnelStages(rt, ctx, run, grant, client);
   }, (decision) => answerTunnel(client, decision));
 }

@@ -2,14 +2,15 @@
 // hop: identified, canonicalized and authorized again, so a second request to a host outside the grant
 // is refused even on a connection whose first request was allowed.
 import type http from 'node:http';
-import { canonicalize, DEFAULT_PORTS, parseAbsoluteTarget } from '../authority/index.js';
+import { canonicalize, DEFAULT_PORTS, parseAbsoluteTarget, pathAndQueryOf, splitAbsoluteTarget } from '../authority/index.js';
 import { deny, ok, type Verdict } from '../core/index.js';
 import { forwardRequest, hasBody, type ForwardBudget, type ForwardResult } from '../relay/index.js';
 import { isConnectionFailure } from '../egress/index.js';
 import type { RouteHop } from '../route/index.js';
 import type { ConnectionContext } from './connection-context.js';
-import { decideDestination } from './decide.js';
+import { decideHop, lookupHop, type HopLookup } from './decide-hop.js';
 import type { Decision } from './decision.js';
+import type { RememberedHop } from './hop-cache.js';
 import { Hop } from './hop.js';
 import { identifyHop } from './identify-hop.js';
 import { overRoute, upstreamAuthority } from './over-route.js';
@@ -28,9 +29,7 @@ function answer(req: http.IncomingMessage, res: http.ServerResponse, decision: D
 /** RFC 9112 §3.2.2: a proxy MUST ignore a conflicting Host; we refuse it, since a disagreement is an attack signal. */
 function hostAgrees(req: http.IncomingMessage, hop: Hop): boolean {
   // RFC 9112 §3.2: more than one Host field line is answered 400, even if the first agrees.
-  let hostLines = 0;
-  for (let i = 0; i < req.rawHeaders.length; i += 2) if ((req.rawHeaders[i] ?? '').toLowerCase() === 'host') hostLines += 1;
-  if (hostLines > 1) return false;
+  if (hostLineCount(req) > 1) return false;
   const host = req.headers.host;
   if (host === undefined || hop.canonical === null || hop.scheme === null) return host === undefined;
   const canonical = canonicalize(host, DEFAULT_PORTS[hop.scheme]);
@@ -42,23 +41,55 @@ export function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: http.In
   return runHop(rt, ctx, hop, (run) => forwardStages(rt, run, req, res), (decision) => answer(req, res, decision));
 }
 
+/** On a remembered hop the Host check still runs (Host is not in the key); canonicalizing it, once per distinct value. */
+function rememberedHostAgrees(req: http.IncomingMessage, hop: Hop, remembered: RememberedHop): boolean {
+  const host = req.headers.host;
+  if (host !== undefined && host === remembered.agreedHost) return hostLineCount(req) === 1;
+  if (!hostAgrees(req, hop)) return false;
+  remembered.agreedHost = host ?? null;
+  return true;
+}
+
+function hostLineCount(req: http.IncomingMessage): number {
+  let lines = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if ((req.rawHeaders[i] ?? '').toLowerCase() === 'host') lines += 1;
+  return lines;
+}
+
 async function forwardStages(rt: ProxyRuntime, run: HopRun, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const { hop } = run;
-  let grant = identifyHop(rt, run.ctx, hop, req);
+  const url = req.url ?? '';
+  const parts = splitAbsoluteTarget(url);
+  const lookup: HopLookup | null = parts === null ? null : lookupHop(rt, run.ctx, hop, req.headers['proxy-authorization'], parts.origin);
+  const remembered = lookup?.remembered;
+  let grant = identifyHop(rt, run.ctx, hop, req, remembered?.principal ?? null);
   if (grant instanceof Promise) grant = await grant;
   if (grant === null) return;
-  const target = parseAbsoluteTarget(req.url ?? '');
-  if (!target.ok) return void hop.fail(target.reason, target.detail);
-  hop.scheme = target.value.scheme;
-  hop.canonical = target.value.destination;
-  if (!hostAgrees(req, hop)) return void hop.fail('host_mismatch');
-  if (!(await decideDestination(rt, hop, grant))) return;
+  let pathAndQuery: string | null = null;
+  const canonicalize = (): boolean => {
+    const target = parseAbsoluteTarget(url);
+    if (!target.ok) return hop.fail(target.reason, target.detail);
+    hop.scheme = target.value.scheme;
+    hop.canonical = target.value.destination;
+    pathAndQuery = target.value.pathAndQuery;
+    return hostAgrees(req, hop) || hop.fail('host_mismatch');
+  };
+  // Not absolute-form: denied with parseAbsoluteTarget's reason.
+  if (lookup === null || parts === null) return void canonicalize();
+  let decided = decideHop(rt, hop, grant, lookup, canonicalize);
+  if (decided instanceof Promise) decided = await decided;
+  if (!decided) return;
+  if (pathAndQuery === null) {
+    // Remembered: the destination is the key's; the path and the Host are this request's.
+    if (remembered === undefined || !rememberedHostAgrees(req, hop, remembered)) return void hop.fail('host_mismatch');
+    pathAndQuery = pathAndQueryOf(parts.rest);
+  }
   if (rt.registry.bytesLeft(grant.id) <= 0) return void hop.fail('byte_limit_reached', `maxBytes ${grant.limits.maxBytes ?? 0}`);
 
   // With maxBytes, the bodies are counted against the grant's budget while they stream, and the response
   // is ended at the budget (review 2026-12 finding 6); without, the totals are only recorded after.
   const budget = rt.registry.budgetOf(grant);
-  const result = await forwardOverRoute(rt, hop, req, res, target.value.pathAndQuery, budget);
+  const result = await forwardOverRoute(rt, hop, req, res, pathAndQuery, budget);
   hop.dialUs = hop.elapsedUs();
   if (!result.ok) return void hop.fail(result.reason, result.detail);
   // Relayed: decided allowed before anything else can fail, so a later fault is a relay fault.

@@ -4,6 +4,7 @@ import type { DialOptions, UpstreamOptions } from '../egress/index.js';
 import type { ForwardAgent, RelayLimits } from '../relay/index.js';
 import type { MetricsSink } from '../telemetry/index.js';
 import type { DecideDeps } from './decide.js';
+import type { HopCache } from './hop-cache.js';
 import type { AuthThrottle, ConnectionGate, GrantRegistry, RuntimeGrant } from '../grant/index.js';
 
 export interface ProxyRuntime extends DecideDeps {
@@ -24,6 +25,8 @@ export interface ProxyRuntime extends DecideDeps {
   readonly handshakeTimeoutMs: number;
   /** False while a shared ledger store has not answered for longer than ledger.maxStaleMs (always true on the file store). */
   readonly ledgerFresh: () => boolean;
+  /** Allowed outcomes of repeated hops (ADR 0018). */
+  readonly hopCache: HopCache;
 }
 
 /** A grant's relay limits: its own idle timeout when it is shorter than the proxy's, never longer. */

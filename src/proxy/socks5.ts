@@ -7,6 +7,7 @@ import { canonicalize } from '../authority/index.js';
 import { socksReplyCode } from '../core/index.js';
 import { HandshakeReader, negotiateSocks5, readSocks5Request, socks5Reply } from '../listen/index.js';
 import type { ConnectionContext } from './connection-context.js';
+import { decideHop, lookupHop } from './decide-hop.js';
 import type { Decision } from './decision.js';
 import { Hop } from './hop.js';
 import { identifyPresented } from './identify-hop.js';
@@ -39,6 +40,8 @@ export async function onSocksConnection(rt: ProxyRuntime, ctx: ConnectionContext
     if (!socket.destroyed) socket.end();
     void decision;
   };
+  // As of before identification: a grant changed while the request is read is never remembered as current.
+  const stamp = rt.hopCache.stamp();
   await runHop(rt, ctx, hop, async (run) => {
     let grant = identifyPresented(rt, ctx, hop, auth, 0);
     if (grant instanceof Promise) grant = await grant;
@@ -56,9 +59,14 @@ export async function onSocksConnection(rt: ProxyRuntime, ctx: ConnectionContext
       answer = () => void socket.end(socks5Reply(0x07));
       return void hop.fail('request_malformed', `SOCKS5 command ${target.cmd} is not supported (CONNECT only)`);
     }
-    const dest = canonicalize(target.authority);
-    if (!dest.ok) return void hop.fail(dest.reason, dest.detail);
-    hop.canonical = dest.value;
-    await tunnelStages(rt, ctx, run, grant, { ...client, head: r.release() });
+    // Looked up once the target is known; the principal was identified above, as for every SOCKS5 hop.
+    let decided = decideHop(rt, hop, grant, lookupHop(rt, ctx, hop, auth, target.authority, stamp), () => {
+      const dest = canonicalize(target.authority);
+      if (!dest.ok) return hop.fail(dest.reason, dest.detail);
+      hop.canonical = dest.value;
+      return true;
+    });
+    if (decided instanceof Promise) decided = await decided;
+    if (decided) await tunnelStages(rt, ctx, run, grant, { ...client, head: r.release() });
   }, (decision) => answer(decision));
 }

@@ -1,11 +1,10 @@
-// The stages of a tunnel hop after its principal and destination are known, for HTTP CONNECT and SOCKS5
-// alike: decide → dial the route → answer → (SNI check) → relay → close record. A denial is answered
+// The stages of a tunnel hop after its principal and destination are known and authorized (decide-hop.ts),
+// for HTTP CONNECT and SOCKS5 alike: dial the route → answer → (SNI check) → relay → close record. A denial is answered
 // before any byte goes upstream (docs/scenarios.md scenario 1).
 import type net from 'node:net';
 import type { RuntimeGrant } from '../grant/index.js';
 import { Tunnel } from '../relay/index.js';
 import type { ConnectionContext } from './connection-context.js';
-import { decideDestination } from './decide.js';
 import type { Decision } from './decision.js';
 import { dialRoute } from './dial-route.js';
 import type { HopRun } from './run-hop.js';
@@ -36,7 +35,6 @@ export function answerTunnel(client: TunnelClient, decision: Decision): void {
 export async function tunnelStages(rt: ProxyRuntime, ctx: ConnectionContext, run: HopRun, grant: RuntimeGrant, client: TunnelClient): Promise<void> {
   const { hop } = run;
   const { socket } = client;
-  if (!(await decideDestination(rt, hop, grant))) return;
   if (socket.destroyed) return void hop.fail('client_gone', 'before the tunnel was dialed');
 
   const opened = await dialRoute(rt, hop);

@@ -30,6 +30,7 @@ function collectHostAddresses(list: InterfaceList): ReadonlySet<string> {
 export class HostAddresses {
   private addresses: ReadonlySet<string>;
   private timer: NodeJS.Timeout | null = null;
+  private changes = 0;
 
   /** Reads the interface list once, now; `start()` keeps it current. */
   constructor(
@@ -52,7 +53,15 @@ export class HostAddresses {
     } catch {
       return;
     }
-    this.addresses = collectHostAddresses(list);
+    const next = collectHostAddresses(list);
+    if (next.size === this.addresses.size && [...next].every((a) => this.addresses.has(a))) return;
+    this.addresses = next;
+    this.changes += 1;
+  }
+
+  /** Bumped whenever the set of host addresses changes: a classification made before may not hold. */
+  get version(): number {
+    return this.changes;
   }
 
   /** Re-reads every `refreshMs` on an unref'd timer (it never keeps the process alive). Idempotent. */

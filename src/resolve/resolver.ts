@@ -21,6 +21,8 @@ const MAX_RECENT = 1024;
 export interface Resolution {
   readonly answers: readonly LookupAnswer[];
   readonly source: 'hosts' | 'cache' | 'dns';
+  /** How much longer the answers may be relied on (Infinity for dns.hosts; 0 for a TTL-0 answer). */
+  readonly ttlMs: number;
 }
 
 interface CacheEntry {
@@ -67,10 +69,11 @@ export class Resolver {
    */
   resolve(host: string, principal: string | null = null): Promise<Verdict<Resolution>> {
     const fixed = this.options.hosts.get(host);
-    if (fixed !== undefined) return Promise.resolve(ok({ answers: fixed, source: 'hosts' }));
+    if (fixed !== undefined) return Promise.resolve(ok({ answers: fixed, source: 'hosts', ttlMs: Infinity }));
     const cached = this.cache?.get(host);
     if (cached !== undefined) {
-      if (cached.expiresAtMs > this.now()) return Promise.resolve(ok({ answers: cached.answers, source: 'cache' }));
+      const left = cached.expiresAtMs - this.now();
+      if (left > 0) return Promise.resolve(ok({ answers: cached.answers, source: 'cache', ttlMs: left }));
       this.cache?.delete(host);
     }
     const pending = this.inflight.get(host);
@@ -130,6 +133,7 @@ export class Resolver {
     this.recent.set(host, answers);
     const ttlMs = Math.min(this.options.cacheMaxTtlMs, ...answers.map((a) => a.ttlSeconds * 1000));
     if (ttlMs > 0) this.cache?.set(host, { answers, expiresAtMs: this.now() + ttlMs });
-    return ok({ answers, source: 'dns' });
+    // Without a cache nothing here keeps the answer, so nothing may rely on it past this hop either.
+    return ok({ answers, source: 'dns', ttlMs: this.cache === null ? 0 : Math.max(0, ttlMs) });
   }
 }

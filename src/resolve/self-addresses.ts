@@ -11,6 +11,7 @@ export class SelfAddresses {
   /** Port → listener addresses bound exactly there (not local, so only that address reaches them). */
   private readonly exact = new Map<number, Set<string>>();
   private readonly anyLocalPorts = new Set<number>();
+  private added = 0;
 
   /** `host` defaults to the interface list read once, without a refresh timer (app.ts starts one). */
   constructor(
@@ -23,6 +24,7 @@ export class SelfAddresses {
   /** Adds a `host:port` or `[v6]:port` listener address; unix: sockets are not reachable by TCP. */
   add(listen: string): void {
     if (listen.startsWith('unix:')) return;
+    this.added += 1;
     const colon = listen.lastIndexOf(':');
     const host = listen.slice(0, colon).replace(/^\[|\]$/g, '');
     const port = Number(listen.slice(colon + 1));
@@ -40,6 +42,11 @@ export class SelfAddresses {
       addresses.add(effective);
       this.exact.set(port, addresses);
     }
+  }
+
+  /** Changes whenever an address's class may have changed: a listener added, or the host's addresses. */
+  get version(): number {
+    return this.added + this.host.version;
   }
 
   /** True when `effective:port` (as classifyAddress returns it, with its class) may reach Sluice itself. */

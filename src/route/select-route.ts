@@ -39,6 +39,11 @@ export interface RouteSelector {
    * evaluation uses (limits.maxPacWaitingPerGrant); a cached route costs no share.
    */
   select(dest: CanonicalDestination, kind: RequestKind, scheme: Scheme | null, principal: string): Promise<Verdict<Route>>;
+  /**
+   * A value that changes whenever a route selected before may no longer be the answer (the PAC script
+   * was replaced); absent when routes never change while the selector lives.
+   */
+  readonly epoch?: () => unknown;
   close(): void;
 }
 
@@ -125,6 +130,7 @@ export function pacSelector(
   return {
     mode: 'pac',
     resolvesFirst: true,
+    epoch: () => source.current,
     async select(dest, kind, scheme, principal) {
       const script = source.current;
       if (script === null) return deny('pac_unavailable', source.lastError ?? 'no PAC script');

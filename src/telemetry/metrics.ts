@@ -35,6 +35,8 @@ export interface MetricsSink {
   dialSeconds(seconds: number): void;
   dnsCache(hit: boolean): void;
   pacCache(hit: boolean): void;
+  /** A hop's decision was answered from the hop cache (hit) or ran its stages (miss). */
+  hopCache(hit: boolean): void;
   ledger(active: number, revoked: number, expired: number): void;
   closed(reason: string): void;
   /** The shared ledger store: whether it answers, and for how long it has not. */
@@ -158,6 +160,7 @@ export class Metrics implements MetricsSink {
   private readonly dial: Histogram.Internal<string>;
   private readonly dnsBy: Record<(typeof CacheResults)[number], CounterSeries>;
   private readonly pacBy: Record<(typeof CacheResults)[number], CounterSeries>;
+  private readonly hopBy: Record<(typeof CacheResults)[number], CounterSeries>;
   private readonly ledgerBy: Record<(typeof LedgerStates)[number], GaugeSeries>;
   private readonly closes = new Map<string, CounterSeries>();
   private readonly closeOther: CounterSeries;
@@ -183,6 +186,8 @@ export class Metrics implements MetricsSink {
     this.dnsBy = seriesBy(CacheResults, (result) => dns.add(result));
     const pac = new CounterFamily(registry, 'sluice_pac_cache_lookups_total');
     this.pacBy = seriesBy(CacheResults, (result) => pac.add(result));
+    const hop = new CounterFamily(registry, 'sluice_decision_cache_lookups_total');
+    this.hopBy = seriesBy(CacheResults, (result) => hop.add(result));
     const ledger = new GaugeFamily(registry, 'sluice_ledger_grants');
     this.ledgerBy = seriesBy(LedgerStates, (state) => ledger.add(state));
     const closes = new CounterFamily(registry, 'sluice_closes_total');
@@ -242,6 +247,10 @@ export class Metrics implements MetricsSink {
     (hit ? this.pacBy.hit : this.pacBy.miss).pending += 1;
   }
 
+  hopCache(hit: boolean): void {
+    (hit ? this.hopBy.hit : this.hopBy.miss).pending += 1;
+  }
+
   ledger(active: number, revoked: number, expired: number): void {
     this.ledgerBy.active.value = active;
     this.ledgerBy.revoked.value = revoked;
@@ -292,6 +301,7 @@ export class NoopMetrics implements MetricsSink {
   dialSeconds(): void {}
   dnsCache(): void {}
   pacCache(): void {}
+  hopCache(): void {}
   ledger(): void {}
   closed(): void {}
   ledgerStore(): void {}

@@ -74,6 +74,11 @@ export const MetricSpecs = {
     help: 'PAC answer cache lookups, by result.',
     labelNames: ['result'],
   },
+  sluice_decision_cache_lookups_total: {
+    type: 'counter',
+    help: 'Hop decision cache lookups (a repeated hop answered without running its stages: ADR 0018), by result.',
+    labelNames: ['result'],
+  },
   sluice_ledger_grants: {
     type: 'gauge',
     help: 'Grants in the ledger, by state.',

@@ -1,4 +1,4 @@
-// tunnelStages and answerTunnel (src/proxy/tunnel-stages.ts): decide → dial → answer → (SNI check) →
+// tunnelStages and answerTunnel (src/proxy/tunnel-stages.ts), after decideDestination as decide-hop.ts runs it on a miss: decide → dial → answer → (SNI check) →
 // relay → close record, for HTTP CONNECT and SOCKS5 alike. What a hostile client tries: to get a byte to
 // the origin before it is refused (docs/scenarios.md scenario 1); to leave while the hop is dialed, so
 // that an upstream connection is left open behind it (a socket leak a client can repeat); to name an
@@ -19,6 +19,7 @@ import { parseConfigText } from '../../../src/config/index.js';
 import type { RuntimeGrant } from '../../../src/grant/index.js';
 import { ConnectionContext } from '../../../src/proxy/connection-context.js';
 import type { Decision } from '../../../src/proxy/decision.js';
+import { decideDestination } from '../../../src/proxy/decide.js';
 import { Hop } from '../../../src/proxy/hop.js';
 import { connectEstablished, writeSocketDenial } from '../../../src/proxy/respond.js';
 import { runHop } from '../../../src/proxy/run-hop.js';
@@ -152,7 +153,9 @@ function runTunnel(f: Fixture, socket: net.Socket, target: string, responder: Tu
   hop.canonical = dest.value;
   const client: TunnelClient = { socket, head: Buffer.alloc(0), responder, established: false };
   const done = withTimeout(
-    runHop(f.rt, ctx, hop, (run) => tunnelStages(f.rt, ctx, run, f.grant, client), (decision) => answerTunnel(client, decision)),
+    runHop(f.rt, ctx, hop, async (run) => {
+      if (await decideDestination(f.rt, hop, f.grant)) await tunnelStages(f.rt, ctx, run, f.grant, client);
+    }, (decision) => answerTunnel(client, decision)),
     TIMEOUT_MS * 2,
     `the hop to ${target}`,
   );

@@ -35,13 +35,13 @@ const silent = (_host: string, signal: AbortSignal): Promise<readonly LookupAnsw
 describe('Resolver: sources', () => {
   it('answers from static dns.hosts without calling the lookup port', async () => {
     const h = harness(answers([a('93.184.216.34')]), { hosts: new Map([['api.internal.test', [a('127.0.0.2', 0)]]]) });
-    expect(await h.resolver.resolve('api.internal.test')).toEqual({ ok: true, value: { answers: [a('127.0.0.2', 0)], source: 'hosts' } });
+    expect(await h.resolver.resolve('api.internal.test')).toEqual({ ok: true, value: { answers: [a('127.0.0.2', 0)], source: 'hosts', ttlMs: Infinity } });
     expect(h.calls).toEqual([]);
   });
 
   it('asks the lookup port for every other name and keeps answer order', async () => {
     const h = harness(answers([a('2606:4700::1111'), a('93.184.216.34')]));
-    expect(await h.resolver.resolve('a.test')).toEqual({ ok: true, value: { answers: [a('2606:4700::1111'), a('93.184.216.34')], source: 'dns' } });
+    expect(await h.resolver.resolve('a.test')).toEqual({ ok: true, value: { answers: [a('2606:4700::1111'), a('93.184.216.34')], source: 'dns', ttlMs: 60000 } });
     expect(h.calls).toEqual(['a.test']);
   });
 });

@@ -83,6 +83,8 @@ describe('Metrics: each method moves exactly its series', () => {
     ['dnsCache(false)', (m) => m.dnsCache(false), [['sluice_dns_cache_lookups_total', { result: 'miss' }, 1]]],
     ['pacCache(true)', (m) => m.pacCache(true), [['sluice_pac_cache_lookups_total', { result: 'hit' }, 1]]],
     ['pacCache(false)', (m) => m.pacCache(false), [['sluice_pac_cache_lookups_total', { result: 'miss' }, 1]]],
+    ['hopCache(true)', (m) => m.hopCache(true), [['sluice_decision_cache_lookups_total', { result: 'hit' }, 1]]],
+    ['hopCache(false)', (m) => m.hopCache(false), [['sluice_decision_cache_lookups_total', { result: 'miss' }, 1]]],
     [
       'ledger',
       (m) => m.ledger(3, 1, 2),
