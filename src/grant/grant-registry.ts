@@ -110,7 +110,7 @@ export class GrantRegistry {
   /** Removes grants no longer in force (a reload dropped them); their connections end. */
   remove(ids: readonly string[], reason: CloseReason): number {
     let ended = 0;
-    this.changes += 1;
+    if (ids.length > 0) this.changes += 1;
     for (const id of ids) {
       this.grants.delete(id);
       this.tokens.delete(id);

@@ -65,7 +65,10 @@ export async function decideDestination(deps: DecideDeps, hop: Hop, grant: Runti
 
   let resolution = deps.routes.resolvesFirst ? await resolveDestination(deps, hop, grant) : null;
   if (resolution !== null && !resolution.ok && isCapacityRefusal(resolution.reason)) return hop.fail(resolution.reason, resolution.detail);
+  const selecting = performance.now();
   const route = await deps.routes.select(dest, hop.kind, hop.scheme, grant.id);
+  // The answer aged while the PAC was evaluated: what is left of its TTL is what a later hop may rely on.
+  if (resolution !== null && hop.answerTtlMs !== null) hop.answerTtlMs -= performance.now() - selecting;
   if (!route.ok) return hop.fail(route.reason, route.detail);
   hop.route = route.value;
   hop.routeUs = hop.elapsedUs();

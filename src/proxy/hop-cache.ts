@@ -104,7 +104,7 @@ export class HopCache {
   remember(key: string, hop: Hop, stamp: HopStamp): void {
     if (this.maxEntries <= 0 || !hop.isAllowed) return;
     const { principal, grant, canonical, route, answerTtlMs } = hop;
-    if (principal === null || grant === null || canonical === null || route === null || answerTtlMs === null || answerTtlMs <= 0) return;
+    if (principal === null || grant === null || canonical === null || route === null || answerTtlMs === null || !(answerTtlMs > 0)) return;
     this.entries.delete(key);
     if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
     this.entries.set(key, {
