@@ -95,3 +95,53 @@ describe('parseConnectHead: maxHeaderBytes bounds the whole head, CR LF CR LF in
     expect(parseConnectHead(head(text), length - over)).toBeNull();
   });
 });
+
+// The line-by-line regex parser the byte scanner replaced (issue 16), kept as the oracle: the scanner
+// must take exactly what it took, and give the same fields. A disagreement is a smuggling surface.
+const REQUEST_LINE = /^CONNECT ([A-Za-z0-9._~!$&'()*+,;=:@%[\]-]+) HTTP\/1\.([01])$/;
+const FIELD_LINE = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[\t ]*([\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?)?[\t ]*$/;
+const ORACLE_NOT_FAST = new Set(['content-length', 'transfer-encoding', 'expect', 'upgrade']);
+
+function oracle(chunk: Buffer, maxHeaderBytes: number): { target: string; versionMinor: number; proxyAuthorization: string | undefined; headerCount: number; rest: number[] } | null {
+  if (chunk.length < 16 || chunk[0] !== 0x43) return null;
+  const end = chunk.indexOf('\r\n\r\n');
+  if (end < 0 || end + 4 > maxHeaderBytes) return null;
+  const lines = chunk.toString('latin1', 0, end).split('\r\n');
+  const request = REQUEST_LINE.exec(lines[0] ?? '');
+  if (request === null) return null;
+  let proxyAuthorization: string | undefined;
+  for (let i = 1; i < lines.length; i++) {
+    const field = FIELD_LINE.exec(lines[i] ?? '');
+    if (field === null) return null;
+    const name = (field[1] ?? '').toLowerCase();
+    if (name === 'proxy-authorization') {
+      if (proxyAuthorization !== undefined) return null;
+      proxyAuthorization = field[2] ?? '';
+    } else if (ORACLE_NOT_FAST.has(name)) return null;
+  }
+  return { target: request[1] ?? '', versionMinor: request[2] === '0' ? 0 : 1, proxyAuthorization, headerCount: lines.length - 1, rest: [...chunk.subarray(end + 4)] };
+}
+
+describe('parseConnectHead: the byte scanner takes exactly what the regex parser took', () => {
+  const plain = (p: ReturnType<typeof parseConnectHead>) => (p === null ? null : { ...p, rest: [...p.rest] });
+  const piece = fc.constantFrom('CONNECT ', 'a', 'Z', '9', ':', '443', ' ', '\t', '\r', '\n', '\r\n', 'HTTP/1.1', 'HTTP/1.0', 'HTTP/1.2', '@', '[', ']', '%', '/', '\\', '#', '\u0000', '\u000b', '\u007f', 'é', '\u00ff',
+    'Proxy-Authorization', 'PROXY-AUTHORIZATION', 'proxy-authorizatioN', 'Content-Length', 'transfer-encoding', 'EXPECT', 'Upgrade', 'Host', ': ', 'Basic YTpi', 'Bearer t', '^', '_', '`', '|', '~', '!');
+  const lines = fc.array(fc.array(piece, { maxLength: 8 }).map((p) => p.join('')), { maxLength: 6 });
+  const heads = fc.tuple(fc.constantFrom('CONNECT a.test:443 HTTP/1.1', 'CONNECT [::1]:8080 HTTP/1.0', 'CONNECT  a:1 HTTP/1.1', 'CONNECT a:1 HTTP/1.1 ', 'CONNECTa:1 HTTP/1.1'), lines, fc.constantFrom('', 'rest', '\r\n\r\n'))
+    .map(([line, fields, rest]) => head(`${line}${fields.map((f) => `\r\n${f}`).join('')}\r\n\r\n${rest}`));
+  const raw = fc.uint8Array({ maxLength: 200 }).map((a) => Buffer.concat([Buffer.from('CONNECT a:1 HTTP/1.1\r\n'), Buffer.from(a), Buffer.from('\r\n\r\n')]));
+
+  it('on heads built from the pieces a smuggler would use, and on random bytes after a valid request line', () => {
+    let taken = 0;
+    fc.assert(
+      fc.property(fc.oneof(heads, raw), fc.constantFrom(MAX, 40, 64), (buf, max) => {
+        const parsed = plain(parseConnectHead(buf, max));
+        expect(parsed).toEqual(oracle(buf, max));
+        if (parsed !== null) taken += 1;
+      }),
+      { numRuns: 5000, seed: 20261216 },
+    );
+    // Both answers are exercised, not only refusals.
+    expect(taken).toBeGreaterThan(250);
+  });
+});
