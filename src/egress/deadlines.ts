@@ -39,6 +39,11 @@ export class Deadlines {
     return deadline;
   }
 
+  /** Watches a deadline the caller made itself (its `atMs` set from this set's timeout). */
+  add(deadline: Deadline): void {
+    this.sweep.add(deadline);
+  }
+
   clear(deadline: Deadline): void {
     this.sweep.delete(deadline);
   }

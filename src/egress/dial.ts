@@ -2,7 +2,7 @@
 // PinnedAddress values, never a host name, so re-resolution (DNS rebinding) cannot be expressed here.
 import net from 'node:net';
 import { deny, ok, SOCKET_HIGH_WATER_MARK, type PinnedAddress, type ReasonCode, type UpstreamProxy, type Verdict } from '../core/index.js';
-import { Deadlines } from './deadlines.js';
+import { Deadlines, type Deadline } from './deadlines.js';
 
 /** @types/node leaves it out, but net.Socket passes its options on to stream.Duplex, which takes it. */
 export type SocketBufferOptions = net.TcpNetConnectOpts & { readonly writableHighWaterMark: number };
@@ -17,32 +17,73 @@ export interface DialSuccess {
   readonly attempts: number;
 }
 
+const PENDING = Symbol('sluice.pendingDial');
+type DialingSocket = net.Socket & { [PENDING]?: PendingDial | undefined };
+
+function onDialConnect(this: DialingSocket): void {
+  this[PENDING]?.settle(null);
+}
+
+function onDialError(this: DialingSocket, error: Error): void {
+  this[PENDING]?.settle(error);
+}
+
+/**
+ * One connection attempt in flight: its own deadline (one object, swept with every other dial's) and
+ * two shared listener functions that find it on the socket, instead of a closure per listener per dial.
+ */
+class PendingDial implements Deadline {
+  readonly atMs: number;
+  private settled = false;
+
+  constructor(
+    private readonly socket: DialingSocket,
+    private readonly deadlines: Deadlines,
+    timeoutMs: number,
+    private readonly signal: AbortSignal | undefined,
+    private readonly callback: (error: Error | null, socket: net.Socket | null) => void,
+  ) {
+    this.atMs = Date.now() + timeoutMs;
+    socket[PENDING] = this;
+    socket.once('error', onDialError);
+    socket.once('connect', onDialConnect);
+    deadlines.add(this);
+    signal?.addEventListener('abort', this, { once: true });
+  }
+
+  expire(): void {
+    this.settle(Object.assign(new Error('connect timed out'), { code: 'ETIMEDOUT' }));
+  }
+
+  /** The abort signal's listener (an EventListener object). */
+  handleEvent(): void {
+    this.settle(Object.assign(new Error('aborted'), { code: 'ABORT_ERR' }));
+  }
+
+  settle(error: Error | null): void {
+    if (this.settled) return;
+    this.settled = true;
+    const socket = this.socket;
+    this.deadlines.clear(this);
+    this.signal?.removeEventListener('abort', this);
+    socket[PENDING] = undefined;
+    socket.removeListener('error', onDialError);
+    socket.removeListener('connect', onDialConnect);
+    if (error === null) return this.callback(null, socket);
+    socket.destroy();
+    this.callback(error, null);
+  }
+}
+
+function startDial(target: PinnedAddress, timeoutMs: number, signal: AbortSignal | undefined, allowHalfOpen: boolean, callback: (error: Error | null, socket: net.Socket | null) => void): void {
+  // Tunnels are half-closable (allowHalfOpen), so a FIN from the origin does not end the client's direction.
+  const options: SocketBufferOptions = { host: target.address, port: target.port, family: target.family, noDelay: true, allowHalfOpen, writableHighWaterMark: SOCKET_HIGH_WATER_MARK };
+  new PendingDial(net.connect(options), Deadlines.for(timeoutMs), timeoutMs, signal, callback);
+}
+
 function connectOnce(target: PinnedAddress, timeoutMs: number, signal: AbortSignal | undefined, allowHalfOpen: boolean): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
-    // Tunnels are half-closable (allowHalfOpen), so a FIN from the origin does not end the client's direction.
-    const options: SocketBufferOptions = { host: target.address, port: target.port, family: target.family, noDelay: true, allowHalfOpen, writableHighWaterMark: SOCKET_HIGH_WATER_MARK };
-    const socket = net.connect(options);
-    const deadlines = Deadlines.for(timeoutMs);
-    const deadline = deadlines.start(() => fail(Object.assign(new Error('connect timed out'), { code: 'ETIMEDOUT' })));
-    const onAbort = (): void => fail(Object.assign(new Error('aborted'), { code: 'ABORT_ERR' }));
-    signal?.addEventListener('abort', onAbort, { once: true });
-    function cleanup(): void {
-      deadlines.clear(deadline);
-      signal?.removeEventListener('abort', onAbort);
-      socket.removeListener('error', fail);
-      socket.removeListener('connect', done);
-    }
-    function fail(error: Error): void {
-      cleanup();
-      socket.destroy();
-      reject(error);
-    }
-    function done(): void {
-      cleanup();
-      resolve(socket);
-    }
-    socket.once('error', fail);
-    socket.once('connect', done);
+    startDial(target, timeoutMs, signal, allowHalfOpen, (error, socket) => (error === null && socket !== null ? resolve(socket) : reject(error ?? new Error('no socket'))));
   });
 }
 
@@ -53,8 +94,26 @@ export function dialFailureReason(error: unknown): ReasonCode {
   return 'dial_unreachable';
 }
 
+function failedDial(error: unknown, attempts: number): Verdict<DialSuccess> {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code ?? 'unknown';
+  return deny(dialFailureReason(error), `${attempts} address(es) tried, last error ${code}`);
+}
+
 /** Dials each pinned address in turn until one connects; the caller owns the returned socket. */
-export async function dial(targets: readonly PinnedAddress[], options: DialOptions, signal?: AbortSignal): Promise<Verdict<DialSuccess>> {
+export function dial(targets: readonly PinnedAddress[], options: DialOptions, signal?: AbortSignal): Promise<Verdict<DialSuccess>> {
+  const only = targets.length === 1 && signal === undefined ? targets[0] : undefined;
+  if (only === undefined) return dialEach(targets, options, signal);
+  // One address (an IP literal, most names): one attempt, settled by its callback, no async frame.
+  return new Promise((resolve) => {
+    try {
+      startDial(only, options.timeoutMs, undefined, true, (error, socket) => resolve(socket !== null ? ok({ socket, pinned: only, attempts: 1 }) : failedDial(error, 1)));
+    } catch (error) {
+      resolve(failedDial(error, 1));
+    }
+  });
+}
+
+async function dialEach(targets: readonly PinnedAddress[], options: DialOptions, signal?: AbortSignal): Promise<Verdict<DialSuccess>> {
   let lastError: unknown;
   let attempts = 0;
   for (const target of targets) {
@@ -67,8 +126,7 @@ export async function dial(targets: readonly PinnedAddress[], options: DialOptio
       lastError = error;
     }
   }
-  const code = (lastError as NodeJS.ErrnoException | undefined)?.code ?? 'unknown';
-  return deny(dialFailureReason(lastError), `${attempts} address(es) tried, last error ${code}`);
+  return failedDial(lastError, attempts);
 }
 
 export interface ConnectorOptions {

@@ -14,12 +14,15 @@ export interface OpenedTunnel {
   readonly head: Buffer;
 }
 
+/** A direct tunnel has no bytes of its own before the relay starts; never written to. */
+const NO_HEAD = Buffer.alloc(0);
+
 async function openOne(rt: ProxyRuntime, hop: Hop, routeHop: RouteHop): Promise<Verdict<OpenedTunnel>> {
   if (routeHop.kind === 'direct') {
     const dialed = await dial(hop.pinned, rt.dial);
     if (!dialed.ok) return dialed;
     hop.dialed = dialed.value.pinned;
-    return ok({ socket: dialed.value.socket, head: Buffer.alloc(0) });
+    return ok({ socket: dialed.value.socket, head: NO_HEAD });
   }
   const authority = upstreamAuthority(hop, routeHop);
   if (authority === null) return deny('dns_no_address', 'sendResolvedAddress needs a locally resolved address');
@@ -29,5 +32,16 @@ async function openOne(rt: ProxyRuntime, hop: Hop, routeHop: RouteHop): Promise<
 }
 
 export function dialRoute(rt: ProxyRuntime, hop: Hop): Promise<Verdict<OpenedTunnel>> {
+  const only = hop.routeHops.length === 1 ? hop.routeHops[0] : undefined;
+  // A route of one direct alternative (the default route): dialed without the loop's frames; the same
+  // outcome as overRoute, which would try that one alternative and stop.
+  if (only?.kind === 'direct') {
+    hop.usedHop = only;
+    return dial(hop.pinned, rt.dial).then((dialed) => {
+      if (!dialed.ok) return dialed;
+      hop.dialed = dialed.value.pinned;
+      return ok({ socket: dialed.value.socket, head: NO_HEAD });
+    });
+  }
   return overRoute(hop, (routeHop) => openOne(rt, hop, routeHop), (failure) => isConnectionFailure(failure.reason));
 }

@@ -45,6 +45,46 @@ export interface RelayOutcome {
   readonly closedBy: CloseReason;
 }
 
+const TUNNEL = Symbol('sluice.tunnel');
+type TunnelSocket = net.Socket & { [TUNNEL]: Tunnel };
+
+function onClientData(this: TunnelSocket, chunk: Buffer): void {
+  this[TUNNEL].up(chunk);
+}
+function onUpstreamData(this: TunnelSocket, chunk: Buffer): void {
+  this[TUNNEL].down(chunk);
+}
+function onClientDrain(this: TunnelSocket): void {
+  this[TUNNEL].upstream.resume();
+}
+function onUpstreamDrain(this: TunnelSocket): void {
+  this[TUNNEL].client.resume();
+}
+function onClientEnd(this: TunnelSocket): void {
+  const tunnel = this[TUNNEL];
+  tunnel.note('client_closed');
+  tunnel.upstream.end();
+}
+function onUpstreamEnd(this: TunnelSocket): void {
+  const tunnel = this[TUNNEL];
+  tunnel.note('origin_closed');
+  tunnel.client.end();
+}
+function onClientError(this: TunnelSocket): void {
+  this[TUNNEL].end('client_reset');
+}
+function onUpstreamError(this: TunnelSocket): void {
+  this[TUNNEL].end('origin_reset');
+}
+function onClientClose(this: TunnelSocket): void {
+  const tunnel = this[TUNNEL];
+  tunnel.closed(tunnel.upstream);
+}
+function onUpstreamClose(this: TunnelSocket): void {
+  const tunnel = this[TUNNEL];
+  tunnel.closed(tunnel.client);
+}
+
 export class Tunnel implements IdleWatched {
   active = true;
   idleSinceMs = 0;
@@ -59,8 +99,8 @@ export class Tunnel implements IdleWatched {
   readonly done: Promise<RelayOutcome>;
 
   constructor(
-    private readonly client: net.Socket,
-    private readonly upstream: net.Socket,
+    readonly client: net.Socket,
+    readonly upstream: net.Socket,
     limits: RelayLimits,
     head: Buffer,
     private readonly budget: ByteBudget | null = null,
@@ -85,22 +125,19 @@ export class Tunnel implements IdleWatched {
       this.note('origin_closed');
       client.end();
     }
-    client.on('data', (chunk: Buffer) => this.up(chunk));
-    upstream.on('data', (chunk: Buffer) => this.down(chunk));
-    client.on('drain', () => upstream.resume());
-    upstream.on('drain', () => client.resume());
-    client.on('end', () => {
-      this.note('client_closed');
-      upstream.end();
-    });
-    upstream.on('end', () => {
-      this.note('origin_closed');
-      client.end();
-    });
-    client.on('error', () => this.end('client_reset'));
-    upstream.on('error', () => this.end('origin_reset'));
-    client.on('close', () => this.closed(upstream));
-    upstream.on('close', () => this.closed(client));
+    // Module-level listeners that find the tunnel on the socket: no closure per listener per tunnel.
+    (client as TunnelSocket)[TUNNEL] = this;
+    (upstream as TunnelSocket)[TUNNEL] = this;
+    client.on('data', onClientData);
+    upstream.on('data', onUpstreamData);
+    client.on('drain', onClientDrain);
+    upstream.on('drain', onUpstreamDrain);
+    client.on('end', onClientEnd);
+    upstream.on('end', onUpstreamEnd);
+    client.on('error', onClientError);
+    upstream.on('error', onUpstreamError);
+    client.on('close', onClientClose);
+    upstream.on('close', onUpstreamClose);
     if (!headFits) {
       this.end('byte_limit');
       return;
@@ -110,14 +147,14 @@ export class Tunnel implements IdleWatched {
     upstream.resume();
   }
 
-  private up(chunk: Buffer): void {
+  up(chunk: Buffer): void {
     this.active = true;
     this.bytesUp += chunk.length;
     if (this.budget !== null && !this.budget.take(chunk.length)) return this.overBudget(chunk, this.client, this.upstream);
     if (!this.upstream.write(chunk)) this.client.pause();
   }
 
-  private down(chunk: Buffer): void {
+  down(chunk: Buffer): void {
     this.active = true;
     this.firstDownAt ??= performance.now();
     this.bytesDown += chunk.length;
@@ -137,14 +174,15 @@ export class Tunnel implements IdleWatched {
     });
   }
 
-  private closed(peer: net.Socket): void {
+  /** One side closed; `peer` is the other. */
+  closed(peer: net.Socket): void {
     this.openSockets -= 1;
     // A side that closed without a clean end (reset) takes its peer down once its writes are flushed.
     if (this.openSockets === 1) peer.destroySoon();
     if (this.openSockets === 0) this.finish();
   }
 
-  private note(reason: CloseReason): void {
+  note(reason: CloseReason): void {
     if (this.closedBy === null) this.closedBy = reason;
   }
 
