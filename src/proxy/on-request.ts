@@ -3,7 +3,7 @@
 // is refused even on a connection whose first request was allowed.
 import type http from 'node:http';
 import { canonicalize, DEFAULT_PORTS, parseAbsoluteTarget, pathAndQueryOf, splitAbsoluteTarget } from '../authority/index.js';
-import { deny, ok, type Verdict } from '../core/index.js';
+import { deny, ok, type PinnedAddress, type Verdict } from '../core/index.js';
 import { forwardRequest, hasBody, type ForwardBudget, type ForwardResult } from '../relay/index.js';
 import { isConnectionFailure } from '../egress/index.js';
 import type { RouteHop } from '../route/index.js';
@@ -113,16 +113,24 @@ function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMessage,
   const dest = hop.canonical;
   const scheme = hop.scheme;
   if (dest === null || scheme === null) return Promise.resolve(deny('route_none', 'no destination to forward to'));
+  const hostHeader = dest.port === DEFAULT_PORTS[scheme] ? hostForHeader(hop) : dest.key;
+  const only = hop.routeHops.length === 1 && hop.pinned.length === 1 ? hop.routeHops[0] : undefined;
+  const pinnedOnly = hop.pinned[0];
+  if (only?.kind === 'direct' && pinnedOnly !== undefined) {
+    // One direct alternative and one checked address (the default route, an IP literal or a single
+    // answer): one attempt, as the loops below would make it, without their closures and frames.
+    hop.usedHop = only;
+    hop.dialed = pinnedOnly;
+    return forwardRequest(rt.forwardAgent, req, res, { origin: originOf(pinnedOnly), hostHeader, pathAndQuery, proxyAuthorization: null, viaUpstream: false }, budget).then(settled);
+  }
   const retryable = !hasBody(req);
   const mayRetry = (failure: { reason: Parameters<typeof isConnectionFailure>[0] }): boolean => retryable && isConnectionFailure(failure.reason);
-  const hostHeader = dest.port === DEFAULT_PORTS[scheme] ? hostForHeader(hop) : dest.key;
   const attempt = async (routeHop: RouteHop): Promise<Verdict<Responded>> => {
     if (routeHop.kind === 'direct') {
       let last: Verdict<Responded> = deny('dns_no_address', 'no checked address to forward to');
       for (const pinned of hop.pinned) {
         hop.dialed = pinned;
-        const host = pinned.family === 6 ? `[${pinned.address}]` : pinned.address;
-        last = settled(await forwardRequest(rt.forwardAgent, req, res, { origin: `http://${host}:${pinned.port}`, hostHeader, pathAndQuery, proxyAuthorization: null, viaUpstream: false }, budget));
+        last = settled(await forwardRequest(rt.forwardAgent, req, res, { origin: originOf(pinned), hostHeader, pathAndQuery, proxyAuthorization: null, viaUpstream: false }, budget));
         if (last.ok || !mayRetry(last)) break;
       }
       return last;
@@ -141,6 +149,11 @@ function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMessage,
     }, budget));
   };
   return overRoute(hop, attempt, mayRetry);
+}
+
+/** The forward relay's origin for a checked address: the client only ever dials that IP literal. */
+function originOf(pinned: PinnedAddress): string {
+  return pinned.family === 6 ? `http://[${pinned.address}]:${pinned.port}` : `http://${pinned.address}:${pinned.port}`;
 }
 
 function hostForHeader(hop: Hop): string {
