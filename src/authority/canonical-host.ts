@@ -63,7 +63,38 @@ export function isPlainName(raw: string): boolean {
   return !isNumericLabel(raw, label, end) && !raw.includes('xn--');
 }
 
+/**
+ * Already-canonical dotted-decimal IPv4 skips the URL parser too (776 ns against 151 ns for a name,
+ * issue 16): exactly four labels, each `0` or 1 to 3 digits without a leading zero and at most 255. The
+ * WHATWG IPv4 serializer writes such an address back unchanged; every other spelling (leading zeros read
+ * as octal, hex, fewer labels, a trailing dot) still goes through the parser.
+ */
+export function isPlainIpv4(raw: string): boolean {
+  if (raw.length < 7 || raw.length > 15) return false;
+  let labels = 0;
+  let value = 0;
+  let digits = 0;
+  for (let i = 0; i <= raw.length; i++) {
+    const c = i < raw.length ? raw.charCodeAt(i) : DOT;
+    if (c === DOT) {
+      if (digits === 0 || value > 255) return false;
+      labels += 1;
+      value = 0;
+      digits = 0;
+    } else if (c >= 0x30 && c <= 0x39) {
+      if (digits > 0 && value === 0) return false;
+      value = value * 10 + (c - 0x30);
+      digits += 1;
+      if (digits > 3) return false;
+    } else {
+      return false;
+    }
+  }
+  return labels === 4;
+}
+
 export function canonicalizeHost(raw: string): Verdict<CanonicalHost> {
+  if (isPlainIpv4(raw)) return ok({ host: raw, hostKind: 'ipv4' });
   if (isPlainName(raw)) return ok({ host: raw.length > 0 && raw.charCodeAt(raw.length - 1) === DOT ? raw.slice(0, -1) : raw, hostKind: 'name' });
   if (raw.length === 0 || raw.length > 1024) return deny('destination_malformed', 'empty or oversized host');
   if (FORBIDDEN_RAW.test(raw)) return deny('destination_malformed', 'host contains a forbidden character');
