@@ -1,14 +1,32 @@
 // The audit sink: JSON lines to stdout, stderr or a file (mode 0600, narrowed to it when looser), written
-// in batches off the event loop (BatchWriter); flush() on shutdown. Operational messages use pino on stderr.
+// in batches off the event loop (BatchWriter), a hop's records encoded from its facts straight into the
+// batch (encode-record.ts); flush() on shutdown. Operational messages use pino on stderr.
 import fs from 'node:fs';
 import path from 'node:path';
 import pino from 'pino';
 import { BatchWriter, DEFAULT_BATCH, type BatchWriterOptions } from './batch-writer.js';
+import {
+  closeBytesBound,
+  decisionBytesBound,
+  encodeClose,
+  encodeDecision,
+  type AuditPlace,
+  type CloseOutcome,
+  type HopCloseFacts,
+  type HopDecisionFacts,
+} from './encode-record.js';
 import { formatRecord } from './format-record.js';
 import type { AuditRecordV1 } from './record.js';
 
 export interface AuditSink {
   write(record: AuditRecordV1): void;
+  /**
+   * Optional: writes a hop's decision record, decided at `nowMs`, straight from the hop's facts, with no
+   * record object. The record is the one `write` would get; a sink without it gets that object instead.
+   */
+  writeDecision?(hop: HopDecisionFacts, place: AuditPlace, nowMs: number): void;
+  /** Optional: writes a hop's close record, closed at `nowMs`, straight from its facts (as writeDecision). */
+  writeClose?(hop: HopCloseFacts, place: AuditPlace, outcome: CloseOutcome, nowMs: number): void;
   /** At shutdown: writes every queued record and closes the destination; later records are dropped. */
   flush(): Promise<void>;
 }
@@ -64,6 +82,12 @@ export function createFileSink(file: string, hooks: FileSinkHooks, options: Batc
   return {
     write(record) {
       writer.append(formatRecord(record));
+    },
+    writeDecision(hop, place, nowMs) {
+      writer.appendEncoded(decisionBytesBound(hop, place), encodeDecision, hop, place, nowMs, undefined);
+    },
+    writeClose(hop, place, outcome, nowMs) {
+      writer.appendEncoded(closeBytesBound(hop, place, outcome), encodeClose, hop, place, outcome, nowMs);
     },
     flush: () => writer.close(),
   };

@@ -1,41 +1,23 @@
-// The decision of one hop: an immutable value, built once from the hop at its decision point. It is the
-// decision audit record itself; Proxy-Status and the denial body (respond.ts), the metrics (audit-hop.ts)
-// and `sluice explain` (explain.ts) all read this one value, so they cannot disagree.
-import { isoTimestamp, redactTarget, type DecisionRecordV1 } from '../audit/index.js';
+// The decision of one hop: an immutable value, built from the decided hop only when something needs it.
+// Proxy-Status and the denial body (respond.ts), `sluice explain` (explain.ts) and the capture sinks of
+// tests read it. Its fields are the decision audit record's: the file sink writes that record from the
+// same hop facts without building this value (audit/encode-record.ts), and a property test holds the
+// two to the same bytes. The metrics (audit-hop.ts) read the hop.
+import { isoTimestamp, redactTarget, type AuditPlace, type DecisionRecordV1 } from '../audit/index.js';
 import { Reasons } from '../core/index.js';
-import { isAttested } from './decide.js';
 import type { Hop } from './hop.js';
 
 export type Decision = DecisionRecordV1;
 
 /** Where a hop was decided: its connection and listener (ConnectionContext). */
-export interface DecisionPlace {
-  readonly id: string;
-  readonly listener: string;
-  /** The client address, carried or the peer's (null on a Unix socket); absent when there is no connection. */
-  readonly auditSource?: string | null;
-}
+export type DecisionPlace = AuditPlace;
 
-/** Attested for the alternative that carried the hop; before dialing, only if every alternative is. */
-export function attestedOf(hop: Hop): boolean | null {
-  if (hop.usedHop !== null) return isAttested(hop.usedHop, hop);
-  if (hop.routeHops.length === 0) return null;
-  return hop.routeHops.every((h) => isAttested(h, hop));
-}
-
-function credentialObservingOf(hop: Hop): boolean | null {
-  if (hop.usedHop !== null) return hop.usedHop.kind === 'proxy' && hop.usedHop.proxy.inspectsTls;
-  if (hop.routeHops.length === 0) return null;
-  return hop.routeHops.some((h) => h.kind === 'proxy' && h.proxy.inspectsTls);
-}
-
-export function decisionOf(hop: Hop, place: DecisionPlace): Decision {
-  // Never report a pin for a hop an upstream proxy resolves: it was checked, not dialed (docs/scenarios.md scenario 3).
-  const pinned = hop.dialed ?? (attestedOf(hop) === true ? (hop.pinned[0] ?? null) : null);
+/** The decision of `hop`, decided at `nowMs`: every field of the decision record, in order. */
+export function decisionOf(hop: Hop, place: DecisionPlace, nowMs: number = Date.now()): Decision {
   return Object.freeze({
     v: 1,
     kind: 'decision',
-    ts: isoTimestamp(),
+    ts: isoTimestamp(nowMs),
     connection: place.id,
     hop: hop.index,
     listener: place.listener,
@@ -52,11 +34,11 @@ export function decisionOf(hop: Hop, place: DecisionPlace): Decision {
     detail: hop.detail === '' ? null : hop.detail,
     rule: hop.rule,
     addresses: Object.freeze(hop.addresses.map((a) => Object.freeze({ address: a.address, class: a.class, allowed: a.allowed }))),
-    pinned: pinned === null ? null : pinned.address,
+    pinned: hop.recordedPin,
     route: hop.route?.label ?? null,
-    upstream: hop.usedHop?.kind === 'proxy' ? hop.usedHop.proxy.label : null,
-    attested: attestedOf(hop),
-    credentialObserving: credentialObservingOf(hop),
+    upstream: hop.upstream,
+    attested: hop.attested,
+    credentialObserving: hop.credentialObserving,
     timings: Object.freeze({ identifyUs: hop.identifyUs, authorizeUs: hop.authorizeUs, routeUs: hop.routeUs, resolveUs: hop.resolveUs, dialUs: hop.dialUs }),
     source: place.auditSource ?? null,
   } as const);

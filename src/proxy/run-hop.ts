@@ -23,24 +23,35 @@ export class HopRun {
     readonly hop: Hop,
   ) {}
 
-  /** Decides the hop now, allowed or with its first denial, and writes the decision record; only once. */
-  decide(): Decision {
-    const existing = this.hop.decision;
-    if (existing !== null) return existing;
-    const decision = decisionOf(this.hop, this.ctx);
-    this.hop.decision = decision;
+  /**
+   * Decides the hop now, allowed or with its first denial, and writes the decision record; only once.
+   * No Decision value is built for it (see decision()).
+   */
+  decide(): void {
+    const { hop } = this;
+    if (hop.isDecided) return;
+    hop.isDecided = true;
+    hop.decidedAtMs = Date.now();
     try {
-      recordDecision(this.rt.audit, decision, this.rt.metrics);
+      recordDecision(this.rt.audit, this.ctx, hop, this.rt.metrics);
     } catch (error) {
-      // The record went first; what failed after it (a metric) must not change the hop's outcome.
-      this.rt.log.error({ err: error, connection: this.ctx.id, hop: this.hop.index }, 'recording a decision failed');
+      // Decided all the same: what failed (the sink or a metric) must not change the hop's outcome.
+      this.rt.log.error({ err: error, connection: this.ctx.id, hop: hop.index }, 'recording a decision failed');
     }
-    return decision;
+  }
+
+  /**
+   * The hop's Decision value (deciding it first if it is not): built from the decided hop the first
+   * time it is asked for, the same value ever after. A denial's answer needs it; an allowed hop seldom does.
+   */
+  decision(): Decision {
+    this.decide();
+    return (this.hop.decision ??= decisionOf(this.hop, this.ctx, this.hop.decidedAtMs));
   }
 
   /** Writes the close record of an allowed hop: once, and never before its decision. */
   close(facts: CloseFacts): void {
-    if (this.closeRecorded || this.hop.decision?.decision !== 'allow') return;
+    if (this.closeRecorded || !this.hop.isDecided || !this.hop.isAllowed) return;
     this.closeRecorded = true;
     try {
       recordClose(this.rt.audit, this.ctx, this.hop, facts, this.rt.metrics);
@@ -78,11 +89,11 @@ export async function runHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop,
     rt.log.error({ err: error, connection: ctx.id, hop: hop.index }, 'hop handling failed');
     hop.fail('internal_error', 'handling the hop failed; see the operational log');
   } finally {
-    if (hop.decision === null) {
+    if (!hop.isDecided) {
       // Stages that return without deciding an allowed hop are a bug: fail closed.
       hop.fail('internal_error', 'the hop ended undecided');
-      answerSafely(rt, ctx, answer, run.decide());
-    } else if (faulted && hop.decision.decision === 'allow') {
+      answerSafely(rt, ctx, answer, run.decision());
+    } else if (faulted && hop.isAllowed) {
       // Allowed, then failed while relaying: nothing more can be answered; the connection ends.
       run.close({ closedBy: 'relay_failed', status: null, bytesUp: 0, bytesDown: 0 });
       ctx.socket.destroy();
@@ -93,5 +104,5 @@ export async function runHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop,
 /** A hop refused before any stage runs (admission, timeouts, parse errors): decided and answered now. */
 export function refuseHop(rt: ProxyRuntime, ctx: ConnectionContext, hop: Hop, reason: ReasonCode, detail: string, answer: Answer): void {
   hop.fail(reason, detail);
-  answerSafely(rt, ctx, answer, new HopRun(rt, ctx, hop).decide());
+  answerSafely(rt, ctx, answer, new HopRun(rt, ctx, hop).decision());
 }

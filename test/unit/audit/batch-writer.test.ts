@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BatchWriter } from '../../../src/audit/batch-writer.js';
 
 const dirs: string[] = [];
@@ -12,7 +12,26 @@ function tempFile(): string {
 }
 afterEach(() => {
   for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+  vi.restoreAllMocks();
 });
+
+/** A line encoder as the sink's are: writes `line` (ASCII) at `at`, returns the offset after it. */
+function writeAscii(out: Buffer, at: number, line: string): number {
+  for (let i = 0; i < line.length; i++) out[at + i] = line.charCodeAt(i);
+  return at + line.length;
+}
+
+/** Each write(2) the writer makes, as the text it wrote: one a batch (or a line of its own). */
+function recordWrites(): string[] {
+  const writes: string[] = [];
+  const write = fs.write.bind(fs) as (...args: unknown[]) => void;
+  vi.spyOn(fs, 'write').mockImplementation(((...args: unknown[]) => {
+    const [, data, offset, length] = args as [number, Buffer, number, number];
+    writes.push(data.subarray(offset, offset + length).toString('latin1'));
+    write(...args);
+  }) as typeof fs.write);
+  return writes;
+}
 
 describe('BatchWriter', () => {
   it('keeps every line, in order, across many batches, and flush waits for the last', async () => {
@@ -74,5 +93,104 @@ describe('BatchWriter', () => {
     await writer.close();
     expect(() => writer.append('late\n')).not.toThrow();
     expect(fs.readFileSync(file, 'utf8')).toBe('kept\n');
+  });
+
+  describe('appendEncoded (a line written in place by an encoder)', () => {
+    // minBytes 3000: a batch holds 6000 bytes (twice minBytes) and is written once it holds 3000.
+    const options = { minBytes: 3000, flushEveryMs: 10_000 };
+
+    it('a line whose bound does not fit the rest of the batch goes whole into the next; its bound, not its length, decides', async () => {
+      const writes = recordWrites();
+      const file = tempFile();
+      const writer = new BatchWriter(fs.openSync(file, 'a'), options, () => undefined);
+      // Filled in place to 2900 bytes (append would reserve 3 bytes a character).
+      const first = `${'a'.repeat(2899)}\n`;
+      writer.appendEncoded(first.length, writeAscii, first, undefined, undefined, undefined);
+      // 100 bytes written, but 3200 reserved: more than the 3100 left, so the batch is sealed first.
+      const second = `${'b'.repeat(99)}\n`;
+      writer.appendEncoded(3200, writeAscii, second, undefined, undefined, undefined);
+      // Reserved 2000 and it fits the 5900 left in the second batch.
+      const third = `${'c'.repeat(49)}\n`;
+      writer.appendEncoded(2000, writeAscii, third, undefined, undefined, undefined);
+      await writer.close();
+      expect(writes).toEqual([first, second + third]);
+      expect(fs.readFileSync(file, 'latin1')).toBe(first + second + third);
+    });
+
+    it('a line that fits exactly the room left joins the batch', async () => {
+      const writes = recordWrites();
+      const file = tempFile();
+      const writer = new BatchWriter(fs.openSync(file, 'a'), options, () => undefined);
+      // Filled in place to 2900 bytes (append would reserve 3 bytes a character).
+      const first = `${'a'.repeat(2899)}\n`;
+      writer.appendEncoded(first.length, writeAscii, first, undefined, undefined, undefined);
+      const second = `${'b'.repeat(3099)}\n`;
+      writer.appendEncoded(3100, writeAscii, second, undefined, undefined, undefined);
+      await writer.close();
+      expect(writes).toEqual([first + second]);
+    });
+
+    it('a line whose bound is larger than a batch is written whole, on its own, in order', async () => {
+      const writes = recordWrites();
+      const file = tempFile();
+      const writer = new BatchWriter(fs.openSync(file, 'a'), options, () => undefined);
+      const before = 'before\n';
+      const big = `${'x'.repeat(7999)}\n`;
+      const small = 'small but reserved big\n';
+      const after = 'after\n';
+      writer.append(before);
+      writer.appendEncoded(big.length, writeAscii, big, undefined, undefined, undefined);
+      writer.appendEncoded(6001, writeAscii, small, undefined, undefined, undefined);
+      writer.append(after);
+      await writer.close();
+      expect(writes).toEqual([before, big, small, after]);
+      expect(fs.readFileSync(file, 'latin1')).toBe(before + big + small + after);
+    });
+
+    it('keeps every line in order among string lines across many batches', async () => {
+      const file = tempFile();
+      const writer = new BatchWriter(fs.openSync(file, 'a'), { minBytes: 1000, flushEveryMs: 10_000 }, () => undefined);
+      const lines = Array.from({ length: 3000 }, (_, i) => `{"n":${i},"pad":"${'x'.repeat((i * 7) % 300)}"}\n`);
+      lines.forEach((line, i) => {
+        if (i % 3 === 0) writer.append(line);
+        else writer.appendEncoded(i % 3 === 1 ? line.length : line.length * 6, writeAscii, line, undefined, undefined, undefined);
+      });
+      await writer.close();
+      expect(fs.readFileSync(file, 'latin1')).toBe(lines.join(''));
+    });
+
+    it('writes a batch once it holds minBytes, as append does', async () => {
+      const writes = recordWrites();
+      const writer = new BatchWriter(fs.openSync(tempFile(), 'a'), options, () => undefined);
+      const line = `${'z'.repeat(2999)}\n`;
+      writer.appendEncoded(line.length, writeAscii, line, undefined, undefined, undefined);
+      expect(writes).toEqual([line]);
+      await writer.close();
+    });
+
+    it('an encoder that throws appends nothing, and the writer goes on', async () => {
+      const file = tempFile();
+      const writer = new BatchWriter(fs.openSync(file, 'a'), options, () => undefined);
+      writer.append('one\n');
+      const failing = (out: Buffer, at: number): number => {
+        out.write('half a line', at, 'latin1');
+        throw new Error('encoder exploded');
+      };
+      expect(() => writer.appendEncoded(100, failing, undefined, undefined, undefined, undefined)).toThrow('encoder exploded');
+      expect(() => writer.appendEncoded(10_000, failing, undefined, undefined, undefined, undefined)).toThrow('encoder exploded');
+      writer.appendEncoded(100, writeAscii, 'two\n', undefined, undefined, undefined);
+      await writer.close();
+      expect(fs.readFileSync(file, 'latin1')).toBe('one\ntwo\n');
+    });
+
+    it('drops lines after close, never calling the encoder', async () => {
+      const file = tempFile();
+      const writer = new BatchWriter(fs.openSync(file, 'a'), options, () => undefined);
+      await writer.close();
+      const encode = vi.fn(writeAscii);
+      writer.appendEncoded(100, encode, 'late\n', undefined, undefined, undefined);
+      expect(encode).not.toHaveBeenCalled();
+      expect(fs.readFileSync(file, 'latin1')).toBe('');
+    });
   });
 });

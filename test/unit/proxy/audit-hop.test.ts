@@ -1,12 +1,16 @@
 // Writing a hop's two audit records (src/proxy/audit-hop.ts). Threat: a record that is not the decision
-// that was answered (a copy that drifted), metrics that count something other than the record, and a
-// token reaching the audit log through the request target or the connection's credentials.
+// that was answered (a copy that drifted, or the file sink's bytes drifting from the record a capture
+// sink sees), metrics that count something other than the record, and a token reaching the audit log
+// through the request target or the connection's credentials.
+import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { CLOSE_FIELDS, type AuditRecordV1, type AuditSink } from '../../../src/audit/index.js';
+import { CLOSE_FIELDS, createFileSink, formatRecord, type AuditRecordV1, type AuditSink } from '../../../src/audit/index.js';
 import { canonicalize } from '../../../src/authority/index.js';
 import type { PinnedAddress } from '../../../src/core/index.js';
-import { recordClose, recordDecision } from '../../../src/proxy/audit-hop.js';
+import { closeRecordOf, recordClose, recordDecision } from '../../../src/proxy/audit-hop.js';
 import { ConnectionContext } from '../../../src/proxy/connection-context.js';
 import { decisionOf } from '../../../src/proxy/decision.js';
 import { Hop } from '../../../src/proxy/hop.js';
@@ -52,27 +56,56 @@ function allowedHop(target = 'api.example.test:443'): Hop {
 }
 
 describe('recordDecision', () => {
-  it('writes the Decision value itself, not a copy, once', () => {
+  it('a sink without the fast path gets the Decision value itself, once, and the hop keeps it', () => {
     const s = sink();
-    const d = decisionOf(allowedHop(), context());
-    recordDecision(s, d, new NoopMetrics());
+    const ctx = context();
+    const hop = allowedHop();
+    hop.decidedAtMs = Date.UTC(2026, 10, 30, 5, 36, 31, 813);
+    recordDecision(s, ctx, hop, new NoopMetrics());
     expect(s.records).toHaveLength(1);
-    expect(s.records[0]).toBe(d);
+    expect(s.records[0]).toBe(hop.decision);
+    expect(hop.decision).toEqual(decisionOf(hop, ctx, hop.decidedAtMs));
+    expect(hop.decision?.ts).toBe('2026-11-30T05:36:31.813Z');
   });
 
-  it('feeds the metrics from that value: the decision by reason and kind, authorize time, and dial time net of resolution', () => {
-    const m = metrics();
-    recordDecision(sink(), decisionOf(allowedHop(), context()), m);
-    expect(m.decision).toHaveBeenCalledExactlyOnceWith('granted', 'connect');
-    expect(m.authorizeSeconds).toHaveBeenCalledExactlyOnceWith(0.002);
-    expect(m.dialSeconds).toHaveBeenCalledExactlyOnceWith(0.004);
+  it('a sink with the fast path gets the hop and its place, and no Decision value is built', () => {
+    const s = sink();
+    const seen: unknown[][] = [];
+    const fast: AuditSink = { ...s, writeDecision: (...args) => void seen.push(args) };
+    const ctx = context();
+    const hop = allowedHop();
+    hop.decidedAtMs = 1234;
+    recordDecision(fast, ctx, hop, new NoopMetrics());
+    expect(seen).toEqual([[hop, ctx, 1234]]);
+    expect(seen[0]?.[0]).toBe(hop);
+    expect(s.records).toEqual([]);
+    expect(hop.decision).toBeNull();
+  });
+
+  it('feeds the metrics from the hop: the decision by reason and kind, authorize time, and dial time net of resolution', () => {
+    for (const audit of [sink(), { ...sink(), writeDecision: () => undefined }]) {
+      const m = metrics();
+      recordDecision(audit, context(), allowedHop(), m);
+      expect(m.decision).toHaveBeenCalledExactlyOnceWith('granted', 'connect');
+      expect(m.authorizeSeconds).toHaveBeenCalledExactlyOnceWith(0.002);
+      expect(m.dialSeconds).toHaveBeenCalledExactlyOnceWith(0.004);
+    }
+  });
+
+  it('the record is written before the metrics', () => {
+    const order: string[] = [];
+    const m = new NoopMetrics();
+    vi.spyOn(m, 'decision').mockImplementation(() => void order.push('metric'));
+    recordDecision({ write: () => void order.push('write'), flush: () => Promise.resolve() }, context(), allowedHop(), m);
+    recordDecision({ write: () => undefined, writeDecision: () => void order.push('writeDecision'), flush: () => Promise.resolve() }, context(), allowedHop(), m);
+    expect(order).toEqual(['write', 'metric', 'writeDecision', 'metric']);
   });
 
   it('a hop that never reached authorization or dialing feeds no timing', () => {
     const m = metrics();
     const hop = new Hop(1, 'forward', 'GET', 'http://a.test/');
     hop.fail('token_missing');
-    recordDecision(sink(), decisionOf(hop, context()), m);
+    recordDecision(sink(), context(), hop, m);
     expect(m.decision).toHaveBeenCalledExactlyOnceWith('token_missing', 'forward');
     expect(m.authorizeSeconds).not.toHaveBeenCalled();
     expect(m.dialSeconds).not.toHaveBeenCalled();
@@ -82,7 +115,7 @@ describe('recordDecision', () => {
     const m = metrics();
     const hop = allowedHop();
     hop.resolveUs = null;
-    recordDecision(sink(), decisionOf(hop, context()), m);
+    recordDecision(sink(), context(), hop, m);
     expect(m.dialSeconds).toHaveBeenCalledExactlyOnceWith(0.007);
   });
 });
@@ -135,13 +168,55 @@ describe('no token in any record', () => {
     const ctx = context();
     for (const target of [`http://sandbox-a:${TOKEN}@api.example.test/v1?token=${TOKEN}`, `sandbox-a:${TOKEN}@api.example.test:443`, `http://api.example.test/#${TOKEN}`]) {
       const hop = allowedHop(target);
-      recordDecision(s, decisionOf(hop, ctx), new NoopMetrics());
+      recordDecision(s, ctx, hop, new NoopMetrics());
       recordClose(s, ctx, hop, { closedBy: 'completed', status: 200, bytesUp: 1, bytesDown: 1 }, new NoopMetrics());
       const denied = new Hop(5, 'forward', 'GET', target);
       denied.fail('token_invalid');
-      recordDecision(s, decisionOf(denied, ctx), new NoopMetrics());
+      recordDecision(s, ctx, denied, new NoopMetrics());
     }
     expect(s.records).toHaveLength(9);
     for (const r of s.records) expect(JSON.stringify(r)).not.toContain(TOKEN);
+  });
+});
+
+describe('the file sink (the fast path)', () => {
+  async function fileSink(): Promise<{ sink: AuditSink; lines: () => Promise<string[]> }> {
+    const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'sluice-audit-hop-'));
+    const file = path.join(dir, 'audit.jsonl');
+    const s = createFileSink(file, { onError: (e) => { throw e; }, onWarning: () => undefined }, { minBytes: 1 << 16, flushEveryMs: 60_000 });
+    return {
+      sink: s,
+      lines: async () => {
+        await s.flush();
+        const text = await fs.promises.readFile(file, 'utf8');
+        await fs.promises.rm(dir, { recursive: true, force: true });
+        return text.split(/(?<=\n)/);
+      },
+    };
+  }
+
+  it('writes the same lines, byte for byte, as the records a capture sink gets, and no token', async () => {
+    const f = await fileSink();
+    const ctx = context();
+    const expected: string[] = [];
+    const now = Date.UTC(2026, 10, 30, 5, 36, 31, 813);
+    vi.spyOn(Date, 'now').mockReturnValue(now);
+    for (const target of [`http://sandbox-a:${TOKEN}@api.example.test/v1?token=${TOKEN}`, 'api.example.test:443', 'a"b\\c\u0001é:443']) {
+      const hop = allowedHop(target);
+      hop.decidedAtMs = now - 5;
+      recordDecision(f.sink, ctx, hop, new NoopMetrics());
+      expect(hop.decision).toBeNull();
+      expected.push(formatRecord(decisionOf(hop, ctx, now - 5)));
+      const facts = { closedBy: 'client_closed', status: 200, bytesUp: 91, bytesDown: 128 } as const;
+      recordClose(f.sink, ctx, hop, facts, new NoopMetrics());
+      expected.push(formatRecord(closeRecordOf(hop, ctx, facts, now)));
+      const denied = new Hop(5, 'forward', 'GET', target);
+      denied.fail('token_invalid', 'a "detail"');
+      recordDecision(f.sink, ctx, denied, new NoopMetrics());
+      expected.push(formatRecord(decisionOf(denied, ctx, denied.decidedAtMs)));
+    }
+    const lines = await f.lines();
+    expect(lines).toEqual(expected);
+    for (const line of lines) expect(line).not.toContain(TOKEN);
   });
 });

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { DECISION_FIELDS, redactTarget } from '../../../src/audit/index.js';
 import { canonicalize } from '../../../src/authority/index.js';
 import { Reasons, type ClassifiedAddress, type PinnedAddress, type ReasonCode, type UpstreamProxy } from '../../../src/core/index.js';
-import { attestedOf, decisionOf } from '../../../src/proxy/decision.js';
+import { decisionOf } from '../../../src/proxy/decision.js';
 import { Hop } from '../../../src/proxy/hop.js';
 import type { RouteHop } from '../../../src/route/index.js';
 
@@ -157,7 +157,7 @@ describe('decisionOf', () => {
     const inspecting = proxy({ inspectsTls: true });
     const hop = routedHop('api.example.test:443', [DIRECT, inspecting]);
     hop.usedHop = inspecting;
-    expect(attestedOf(hop)).toBe(false);
+    expect(hop.attested).toBe(false);
     expect(decisionOf(hop, place)).toMatchObject({ attested: false, credentialObserving: true, upstream: 'http://corp.test:3128', pinned: null });
     hop.usedHop = DIRECT;
     hop.dialed = pinned('127.0.0.5');
@@ -176,6 +176,10 @@ describe('decisionOf', () => {
     const mismatch = new Hop(1, 'connect', 'CONNECT', 'a.test:443');
     mismatch.fail('token_grant_mismatch', 'token of grant b');
     expect(decisionOf(mismatch, place)).toMatchObject({ reason: 'token_grant_mismatch', status: Reasons.token_invalid.status });
+  });
+
+  it('ts is the time it was decided at, when given', () => {
+    expect(decisionOf(routedHop(), place, Date.UTC(2026, 10, 30, 5, 36, 31, 813)).ts).toBe('2026-11-30T05:36:31.813Z');
   });
 
   it('never holds the upstream proxy credentials', () => {

@@ -2,15 +2,15 @@
 // hop's outcome after its first denial or after its decision, so the record, the answer and what
 // happened disagree. The first denial is final, and nothing changes the outcome once it is decided.
 import { describe, expect, it } from 'vitest';
+import type { PinnedAddress } from '../../../src/core/index.js';
+import { canonicalize } from '../../../src/authority/index.js';
 import { Hop } from '../../../src/proxy/hop.js';
-import { decisionOf } from '../../../src/proxy/decision.js';
-
-const place = { id: 'c-hop', listener: 'shared' };
+import type { RouteHop } from '../../../src/route/index.js';
 
 describe('Hop', () => {
   it('starts allowed and undecided, every stage field empty', () => {
     const hop = new Hop(3, 'forward', 'GET', 'http://a.test/');
-    expect(hop).toMatchObject({ index: 3, kind: 'forward', method: 'GET', target: 'http://a.test/', reason: 'granted', detail: '', decision: null, principal: null, canonical: null, dialed: null, usedHop: null });
+    expect(hop).toMatchObject({ index: 3, kind: 'forward', method: 'GET', target: 'http://a.test/', reason: 'granted', detail: '', isDecided: false, decision: null, principal: null, canonical: null, dialed: null, usedHop: null });
     expect(hop.isAllowed).toBe(true);
     expect([hop.identifyUs, hop.authorizeUs, hop.routeUs, hop.resolveUs, hop.dialUs, hop.firstByteUs]).toEqual([null, null, null, null, null, null]);
   });
@@ -32,11 +32,32 @@ describe('Hop', () => {
 
   it('a failure after the decision changes nothing: an allowed, decided hop stays allowed', () => {
     const hop = new Hop(1, 'forward', 'GET', 'http://a.test/');
-    hop.decision = decisionOf(hop, place);
+    hop.isDecided = true;
     expect(hop.fail('internal_error', 'after the decision')).toBe(false);
     expect(hop.isAllowed).toBe(true);
     expect([hop.reason, hop.detail]).toEqual(['granted', '']);
-    expect(hop.decision.reason).toBe('granted');
+  });
+
+  it('what the decision record reports of the route: pin, upstream, attested, credential-observing', () => {
+    const proxy = (inspectsTls: boolean, sendResolvedAddress: boolean): RouteHop => ({
+      kind: 'proxy',
+      proxy: { label: 'http://corp.test:3128', tls: false, host: 'corp.test', port: 3128, authorization: null, ca: null, inspectsTls, sendResolvedAddress },
+    });
+    const hop = new Hop(1, 'connect', 'CONNECT', 'api.example.test:443');
+    const dest = canonicalize('api.example.test:443');
+    if (!dest.ok) throw new Error('bad authority');
+    hop.canonical = dest.value;
+    hop.pinned = [{ address: '127.0.0.5', family: 4, port: 443, class: 'loopback' } as PinnedAddress];
+    expect([hop.recordedPin, hop.upstream, hop.attested, hop.credentialObserving]).toEqual([null, null, null, null]);
+    hop.routeHops = [{ kind: 'direct' }, proxy(true, true)];
+    expect([hop.recordedPin, hop.upstream, hop.attested, hop.credentialObserving]).toEqual(['127.0.0.5', null, true, true]);
+    hop.routeHops = [{ kind: 'direct' }, proxy(false, false)];
+    expect([hop.recordedPin, hop.upstream, hop.attested, hop.credentialObserving]).toEqual([null, null, false, false]);
+    hop.usedHop = hop.routeHops[1] ?? null;
+    expect([hop.recordedPin, hop.upstream, hop.attested, hop.credentialObserving]).toEqual([null, 'http://corp.test:3128', false, false]);
+    hop.usedHop = { kind: 'direct' };
+    hop.dialed = { address: '127.0.0.6', family: 4, port: 443, class: 'loopback' } as PinnedAddress;
+    expect([hop.recordedPin, hop.upstream, hop.attested, hop.credentialObserving]).toEqual(['127.0.0.6', null, true, false]);
   });
 
   it('isAllowed is exactly "no denial yet"', () => {

@@ -7,7 +7,7 @@ import net from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditRecordV1, CloseRecordV1, DecisionRecordV1 } from '../../../src/audit/index.js';
 import { ConnectionContext } from '../../../src/proxy/connection-context.js';
-import type { Decision } from '../../../src/proxy/decision.js';
+import { decisionOf, type Decision } from '../../../src/proxy/decision.js';
 import { Hop } from '../../../src/proxy/hop.js';
 import { writeSocketDenial } from '../../../src/proxy/respond.js';
 import { HopRun, refuseHop, runHop, type Answer } from '../../../src/proxy/run-hop.js';
@@ -86,9 +86,11 @@ describe('runHop', () => {
     const a = answers();
     let first: Decision | null = null;
     await runHop(f.rt, ctx, hop, async (run) => {
-      first = run.decide();
-      expect(run.decide()).toBe(first);
-      expect(run.decide()).toBe(first);
+      run.decide();
+      run.decide();
+      first = run.decision();
+      run.decide();
+      expect(run.decision()).toBe(first);
     }, a.answer);
     expect(decisions(f.records)).toHaveLength(1);
     expect(decisions(f.records)[0]).toBe(first);
@@ -308,13 +310,120 @@ describe('HopRun.close', () => {
     expect(run.isClosed).toBe(true);
   });
 
-  it('decide after a decision returns the same value and writes nothing more', async () => {
+  it('decide after a decision writes nothing more, and the decision is the same value', async () => {
     const f = runtime();
     const { ctx } = await pair();
     const run = new HopRun(f.rt, ctx, new Hop(ctx.nextHop(), 'forward', 'GET', 'http://a.test/'));
-    const d = run.decide();
-    expect(new HopRun(f.rt, ctx, run.hop).decide()).toBe(d);
+    run.decide();
+    const d = run.decision();
+    const again = new HopRun(f.rt, ctx, run.hop);
+    again.decide();
+    expect(again.decision()).toBe(d);
     expect(decisions(f.records)).toHaveLength(1);
+    expect(decisions(f.records)[0]).toBe(d);
+  });
+
+  it('decision() of an undecided hop decides it first: one record, the value answered', async () => {
+    const f = runtime();
+    const { ctx } = await pair();
+    const hop = new Hop(ctx.nextHop(), 'forward', 'GET', 'http://a.test/');
+    hop.fail('destination_not_granted');
+    const d = new HopRun(f.rt, ctx, hop).decision();
+    expect(hop.isDecided).toBe(true);
+    expect(decisions(f.records)).toEqual([d]);
+  });
+});
+
+describe('with a sink that writes from the hop (the file sink\'s fast path)', () => {
+  interface FastRuntime extends FakeRuntime {
+    readonly written: { kind: string; hop: Hop; place: unknown; nowMs: number }[];
+  }
+  function fastRuntime(): FastRuntime {
+    const f = runtime();
+    const written: FastRuntime['written'] = [];
+    const audit = f.rt.audit as { writeDecision?: unknown; writeClose?: unknown };
+    audit.writeDecision = (hop: Hop, place: unknown, nowMs: number) => void written.push({ kind: 'decision', hop, place, nowMs });
+    audit.writeClose = (hop: Hop, place: unknown, _outcome: unknown, nowMs: number) => void written.push({ kind: 'close', hop, place, nowMs });
+    return { ...f, written };
+  }
+
+  it('an allowed hop is decided, recorded once and closed with no Decision value built', async () => {
+    const f = fastRuntime();
+    const { ctx } = await pair();
+    const hop = new Hop(ctx.nextHop(), 'connect', 'CONNECT', 'a.test:443');
+    const a = answers();
+    const before = Date.now();
+    await runHop(f.rt, ctx, hop, async (run) => {
+      run.decide();
+      run.decide();
+      run.close({ closedBy: 'client_closed', status: 200, bytesUp: 1, bytesDown: 2 });
+    }, a.answer);
+    expect(f.written.map((w) => w.kind)).toEqual(['decision', 'close']);
+    expect(f.written[0]).toMatchObject({ hop, place: ctx, nowMs: hop.decidedAtMs });
+    expect(hop.decidedAtMs).toBeGreaterThanOrEqual(before);
+    expect(f.records).toEqual([]);
+    expect(hop.decision).toBeNull();
+    expect(a.seen).toEqual([]);
+  });
+
+  it('asked for later, the Decision value is the one recorded: same fields, same ts', async () => {
+    const f = fastRuntime();
+    const { ctx } = await pair();
+    const run = new HopRun(f.rt, ctx, new Hop(ctx.nextHop(), 'connect', 'CONNECT', 'a.test:443'));
+    run.decide();
+    const d = run.decision();
+    expect(d).toEqual(decisionOf(run.hop, ctx, run.hop.decidedAtMs));
+    expect(run.decision()).toBe(d);
+    expect(f.written).toHaveLength(1);
+  });
+
+  it('a denied hop is recorded once from the hop, and answered once with its Decision value', async () => {
+    const f = fastRuntime();
+    const { ctx } = await pair();
+    const hop = new Hop(ctx.nextHop(), 'forward', 'GET', 'http://b.test/');
+    const a = answers();
+    await runHop(f.rt, ctx, hop, async () => void hop.fail('destination_not_granted'), a.answer);
+    expect(f.written.map((w) => w.kind)).toEqual(['decision']);
+    expect(a.seen).toHaveLength(1);
+    expect(a.seen[0]).toBe(hop.decision);
+    expect(a.seen[0]).toMatchObject({ decision: 'deny', reason: 'destination_not_granted', status: 403 });
+  });
+
+  it('a fault after the allow: relay_failed close, no second decision; a fault before it: internal_error', async () => {
+    const f = fastRuntime();
+    const { ctx } = await pair();
+    const allowed = new Hop(ctx.nextHop(), 'connect', 'CONNECT', 'a.test:443');
+    await runHop(f.rt, ctx, allowed, async (run) => {
+      run.decide();
+      throw new Error('relay exploded');
+    }, () => undefined);
+    const other = await pair();
+    const denied = new Hop(other.ctx.nextHop(), 'connect', 'CONNECT', 'a.test:443');
+    const a = answers();
+    await runHop(f.rt, other.ctx, denied, async () => {
+      throw new Error('stage exploded');
+    }, a.answer);
+    expect(f.written.map((w) => `${w.kind}:${w.hop === allowed ? 'allowed' : 'denied'}`)).toEqual(['decision:allowed', 'close:allowed', 'decision:denied']);
+    expect(denied.reason).toBe('internal_error');
+    expect(a.seen.map((d) => d.reason)).toEqual(['internal_error']);
+  });
+
+  it('a sink whose fast path throws: the hop is still decided (never twice), the fault logged', async () => {
+    const f = runtime();
+    (f.rt.audit as { writeDecision?: unknown }).writeDecision = () => {
+      throw new Error('disk exploded');
+    };
+    const { ctx } = await pair();
+    const hop = new Hop(ctx.nextHop(), 'connect', 'CONNECT', 'a.test:443');
+    const a = answers();
+    await runHop(f.rt, ctx, hop, async (run) => {
+      run.decide();
+      run.decide();
+    }, a.answer);
+    expect(hop.isDecided).toBe(true);
+    expect(hop.isAllowed).toBe(true);
+    expect(f.errors.map((e) => e.msg)).toEqual(['recording a decision failed']);
+    expect(a.seen).toEqual([]);
   });
 });
 
