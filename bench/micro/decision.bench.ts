@@ -1,13 +1,18 @@
 // Microbenchmarks of the per-hop stages (vitest bench): canonicalize, authorize against 10,000 grants of
 // 10 rules each, classify, a PAC decision cached and uncached (QuickJS on its worker thread), and audit
-// record formatting. `npm run bench:micro`.
+// records: formatted from a record object, or encoded from the hop straight into a batch buffer (the
+// file sink's path). `npm run bench:micro`.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, bench, describe } from 'vitest';
 import { authorize, canonicalize, compileAuthoritySet, type AuthoritySet } from '../../src/authority/index.js';
 import { classifyAddress } from '../../src/resolve/index.js';
-import { formatRecord, redactTarget, type DecisionRecordV1 } from '../../src/audit/index.js';
+import { closeBytesBound, decisionBytesBound, encodeClose, encodeDecision, formatRecord, redactTarget, type DecisionRecordV1 } from '../../src/audit/index.js';
+import type { PinnedAddress } from '../../src/core/index.js';
+import { closeRecordOf } from '../../src/proxy/audit-hop.js';
+import { decisionOf } from '../../src/proxy/decision.js';
+import { Hop } from '../../src/proxy/hop.js';
 import { PacSource, pacSelector } from '../../src/route/index.js';
 
 const grants: AuthoritySet[] = [];
@@ -28,8 +33,26 @@ const record: DecisionRecordV1 = {
   request: 'connect', method: 'CONNECT', target: 'a.cdn3.tenant4242.example:443', scheme: null, canonical: 'a.cdn3.tenant4242.example:443',
   decision: 'allow', reason: 'granted', status: 200, detail: null, rule: 'https://*.cdn3.tenant4242.example:443',
   addresses: [{ address: '93.184.216.34', class: 'public', allowed: true }], pinned: '93.184.216.34', route: 'direct', upstream: null,
-  attested: true, credentialObserving: false, timings: { identifyUs: 10, authorizeUs: 20, routeUs: 21, resolveUs: 30, dialUs: 200 },
+  attested: true, credentialObserving: false, timings: { identifyUs: 10, authorizeUs: 20, routeUs: 21, resolveUs: 30, dialUs: 200 }, source: '127.0.0.1',
 };
+
+// The same tunnel as a hop, as run-hop.ts records it.
+const hop = new Hop(1, 'connect', 'CONNECT', 'a.cdn3.tenant4242.example:443');
+hop.canonical = target.value;
+hop.principal = { grantId: 'g', via: 'token' };
+hop.rule = 'https://*.cdn3.tenant4242.example:443';
+const pin = { address: '93.184.216.34', family: 4, port: 443, class: 'public' } as PinnedAddress;
+hop.addresses = [{ address: '93.184.216.34', family: 4, class: 'public', allowed: true }];
+hop.pinned = [pin];
+hop.dialed = pin;
+hop.route = { label: 'direct', mode: 'direct', hops: [{ kind: 'direct' }], pacAnswer: null };
+hop.routeHops = hop.route.hops;
+hop.usedHop = { kind: 'direct' };
+Object.assign(hop, { identifyUs: 10, authorizeUs: 20, routeUs: 21, resolveUs: 30, dialUs: 200, firstByteUs: 350 });
+const place = { id: 'c1', listener: 'shared', auditSource: '127.0.0.1' };
+const closed = { closedBy: 'client_closed', status: 200, bytesUp: 517, bytesDown: 4096 } as const;
+// A batch buffer, as the file sink's BatchWriter has; each line goes at its start.
+const batch = Buffer.allocUnsafe(128 * 1024);
 
 describe('decision stages', () => {
   bench('canonicalize a CONNECT target', () => {
@@ -52,6 +75,23 @@ describe('decision stages', () => {
   bench('format an audit record (redact + JSON line)', () => {
     redactTarget('http://user:secret@host.example/path?q=1');
     formatRecord(record);
+  });
+});
+
+describe('audit records of one tunnel, into the batch buffer', () => {
+  bench('decision: decisionOf + formatRecord + write the string (a sink without the fast path)', () => {
+    batch.write(formatRecord(decisionOf(hop, place, Date.now())), 0, 'utf8');
+  });
+  bench('decision: encoded from the hop (the file sink)', () => {
+    decisionBytesBound(hop, place);
+    encodeDecision(batch, 0, hop, place, Date.now());
+  });
+  bench('close: the record object + formatRecord + write the string', () => {
+    batch.write(formatRecord(closeRecordOf(hop, place, closed, Date.now())), 0, 'utf8');
+  });
+  bench('close: encoded from the hop (the file sink)', () => {
+    closeBytesBound(hop, place, closed);
+    encodeClose(batch, 0, hop, place, closed, Date.now());
   });
 });
 
