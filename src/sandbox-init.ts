@@ -86,7 +86,8 @@ function awaitGo(fd: number, then: () => void): void {
 
 function runCommand(file: string, args: readonly string[], port: number): void {
   const proxy = `http://127.0.0.1:${port}`;
-  const env: Record<string, string | undefined> = { ...process.env, no_proxy: '', NO_PROXY: '' };
+  // NO_PROXY (the sandbox's own loopback) comes from sluice run's allow-listed environment, as is.
+  const env: Record<string, string | undefined> = { ...process.env };
   for (const name of ['http_proxy', 'https_proxy', 'all_proxy']) env[name] = env[name.toUpperCase()] = proxy;
   const child = spawn(file, args, { stdio: 'inherit', env });
   child.once('error', (error: NodeJS.ErrnoException) => {

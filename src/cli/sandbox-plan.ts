@@ -11,6 +11,13 @@ export const SANDBOX_GRANT_SOCKET = `${SANDBOX_DIR}/grant.sock`;
 export const SANDBOX_GRANT_DIR = `${SANDBOX_DIR}/grant`;
 // `.mjs`: bound alone, outside any package.json, the init script must still load as an ES module.
 export const SANDBOX_INIT = `${SANDBOX_DIR}/init.mjs`;
+/**
+ * NO_PROXY inside: the sandbox's loopback is its own network namespace's (only the bridge and what CMD
+ * itself starts listen there), so a client talking to its own local server must not send that through
+ * the grant, where `localhost` would mean the host's loopback. Nothing else bypasses the bridge, and a
+ * bypass reaches nothing else: the namespace has no route out.
+ */
+export const SANDBOX_NO_PROXY = 'localhost,127.0.0.1,::1';
 
 /** System trees shown read-only when present; a symlink (merged /usr) is recreated as a symlink. */
 const SYSTEM_TREES = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
@@ -209,7 +216,7 @@ function socketsIn(dir: string): string[] {
 
 type EnvResult = { readonly ok: true; readonly env: Record<string, string> } | { readonly ok: false; readonly message: string };
 
-/** The allow-listed environment; the init script adds the proxy variables once its port is open. */
+/** The allow-listed environment and NO_PROXY; the init script adds the proxy variables once its port is open. */
 export function sandboxEnv(spec: Pick<SandboxSpec, 'callerEnv' | 'envFlags' | 'home'>): EnvResult {
   const env: Record<string, string> = {};
   for (const [name, value] of Object.entries(spec.callerEnv)) {
@@ -227,6 +234,8 @@ export function sandboxEnv(spec: Pick<SandboxSpec, 'callerEnv' | 'envFlags' | 'h
   }
   env['HOME'] = path.resolve(spec.home);
   env['TMPDIR'] = '/tmp';
+  // Both spellings (curl and Python read no_proxy first, Go and undici either); --env cannot set them.
+  env['NO_PROXY'] = env['no_proxy'] = SANDBOX_NO_PROXY;
   return { ok: true, env };
 }
 

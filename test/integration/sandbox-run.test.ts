@@ -88,6 +88,42 @@ describe.skipIf(refused !== null)('sluice run: a bubblewrap sandbox whose only w
     expect(http.connections).toBe(before);
   });
 
+  // Issue 17 item 8: the sandbox's loopback is its own. A command that talks to a server it started
+  // itself must reach it directly; sent through the grant, `localhost` would mean the host's loopback.
+  // A hostile command gains nothing from the bypass: the host's loopback origin stays out of reach.
+  it('sets NO_PROXY to the sandbox loopback: its own server is reached directly, the host loopback is not', async () => {
+    const decisions = sluice.decisions().length;
+    const before = http.connections;
+    const script = [
+      'import http.server, os, threading, urllib.request',
+      'class H(http.server.BaseHTTPRequestHandler):',
+      '    def do_GET(self):',
+      '        body = b"inside:" + self.path.encode()',
+      '        self.send_response(200); self.send_header("content-length", str(len(body))); self.end_headers(); self.wfile.write(body)',
+      '    def log_message(self, *a): pass',
+      's = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)',
+      'threading.Thread(target=s.serve_forever, daemon=True).start()',
+      'port = s.server_address[1]',
+      'print(os.environ.get("NO_PROXY"), os.environ.get("no_proxy"))',
+      'for host in ("localhost", "127.0.0.1"):',
+      '    print(urllib.request.urlopen("http://%s:%d/py-%s" % (host, port, host), timeout=5).read().decode())',
+      'import subprocess, sys',
+      'sys.stdout.flush()',
+      'sys.exit(subprocess.run(["curl", "-sS", "--max-time", "5", "http://localhost:%d/curl" % port]).returncode)',
+    ].join('\n');
+    const r = await sluiceRun(['--grant-socket', sock, '--', 'python3', '-c', script]);
+    expect(r.stderr).toBe('');
+    expect(r.stdout.split('\n')).toEqual(['localhost,127.0.0.1,::1 localhost,127.0.0.1,::1', 'inside:/py-localhost', 'inside:/py-127.0.0.1', 'inside:/curl']);
+    expect(r.code).toBe(0);
+    // None of it went through the grant (the grant does not allow loopback http, so it would be a 403).
+    expect(sluice.decisions().length).toBe(decisions);
+    // The host's loopback origin, by the same names, is what the sandbox cannot reach.
+    const host = await sluiceRun(['--grant-socket', sock, '--', 'curl', '-sS', '--max-time', '5', `http://localhost:${http.port}/host`]);
+    expect(host.code).toBe(7);
+    expect(http.connections).toBe(before);
+    expect(sluice.decisions().length).toBe(decisions);
+  });
+
   it('refuses to run the command when the grant socket is missing (fail closed)', async () => {
     const marker = path.join(dir, 'ran');
     const r = await sluiceRun(['--grant-socket', path.join(dir, 'missing.sock'), '--', 'touch', marker]);

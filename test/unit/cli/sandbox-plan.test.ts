@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { planSandbox, sandboxEnv, type SandboxSpec } from '../../../src/cli/index.js';
+import { planSandbox, SANDBOX_NO_PROXY, sandboxEnv, type SandboxSpec } from '../../../src/cli/index.js';
 
 let root: string;
 let project: string;
@@ -189,7 +189,19 @@ describe('sandboxEnv: an allow-list, never the caller’s secrets (finding 5)', 
 
   it('keeps the allow-listed variables and drops everything else', () => {
     const env = sandboxEnv({ callerEnv, envFlags: [], home: '/home/u' });
-    expect(env.ok && env.env).toEqual({ PATH: '/usr/bin', LANG: 'C.UTF-8', LC_ALL: 'C', TERM: 'xterm', HOME: '/home/u', TMPDIR: '/tmp' });
+    expect(env.ok && env.env).toEqual({
+      PATH: '/usr/bin', LANG: 'C.UTF-8', LC_ALL: 'C', TERM: 'xterm', HOME: '/home/u', TMPDIR: '/tmp',
+      NO_PROXY: 'localhost,127.0.0.1,::1', no_proxy: 'localhost,127.0.0.1,::1',
+    });
+  });
+
+  // Issue 17 item 8: the sandbox's loopback is its own; nothing else may bypass the bridge, whatever
+  // the caller's environment says (a caller's NO_PROXY=* would send every name around the grant).
+  it('sets NO_PROXY to the sandbox loopback only, ignoring the caller’s NO_PROXY', () => {
+    const env = sandboxEnv({ callerEnv: { ...callerEnv, NO_PROXY: '*', no_proxy: '.corp.example' }, envFlags: [], home: '/h' });
+    expect(env.ok && env.env['NO_PROXY']).toBe(SANDBOX_NO_PROXY);
+    expect(env.ok && env.env['no_proxy']).toBe(SANDBOX_NO_PROXY);
+    expect(SANDBOX_NO_PROXY.split(',')).toEqual(['localhost', '127.0.0.1', '::1']);
   });
 
   it('passes --env NAME from the caller and sets --env NAME=VALUE', () => {
@@ -199,7 +211,7 @@ describe('sandboxEnv: an allow-list, never the caller’s secrets (finding 5)', 
     expect(env.ok && 'MISSING' in env.env).toBe(false);
   });
 
-  it.each(['SLUICE_ADMIN_TOKEN', 'sluice_anything=1', 'HTTPS_PROXY', 'no_proxy=*', '1BAD', 'A-B'])('refuses --env %s', (flag) => {
+  it.each(['SLUICE_ADMIN_TOKEN', 'sluice_anything=1', 'HTTPS_PROXY', 'no_proxy=*', 'NO_PROXY', 'NO_PROXY=', '1BAD', 'A-B'])('refuses --env %s', (flag) => {
     expect(sandboxEnv({ callerEnv, envFlags: [flag], home: '/h' }).ok).toBe(false);
   });
 });
