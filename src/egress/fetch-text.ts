@@ -2,10 +2,15 @@
 // infrastructure configured by the operator, never a destination chosen by a principal.
 import http from 'node:http';
 import https from 'node:https';
+import tls from 'node:tls';
 
 const MAX_BYTES = 1024 * 1024;
 
-export function fetchText(url: string, timeoutMs: number): Promise<string> {
+/**
+ * GETs `url` (200 only, at most 1 MiB). `ca`: an extra trusted root (PEM) for an `https://` URL, such as
+ * the enterprise CA of route.pac.caFile; added to the system roots, as for an HTTPS upstream proxy.
+ */
+export function fetchText(url: string, timeoutMs: number, ca: string | null = null): Promise<string> {
   return new Promise((resolve, reject) => {
     let parsed: URL;
     try {
@@ -19,7 +24,8 @@ export function fetchText(url: string, timeoutMs: number): Promise<string> {
       reject(new Error(`unsupported scheme ${parsed.protocol}`));
       return;
     }
-    const req = client.get(parsed, { timeout: timeoutMs, agent: false }, (res) => {
+    const trust = ca !== null && client === https ? { ca: [...tls.rootCertificates, ca] } : {};
+    const req = client.get(parsed, { timeout: timeoutMs, agent: false, ...trust }, (res) => {
       if (res.statusCode !== 200) {
         res.resume();
         reject(new Error(`HTTP ${res.statusCode ?? 0}`));

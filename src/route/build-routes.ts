@@ -57,6 +57,8 @@ export function buildRoutes(route: RouteSection, env: Readonly<Record<string, st
       file: pacConfig.file,
       url: pacConfig.url,
       refreshMs: pacConfig.refreshMs,
+      // The same enterprise CA that the PAC's HTTPS proxies chain to may serve the PAC URL itself.
+      ca: probe.value.ca,
       limits: { timeoutMs: pacConfig.timeoutMs, memoryBytes: pacConfig.memoryBytes, stackBytes: 512 * 1024, maxWaitingPerPrincipal: limits.maxPacWaitingPerGrant },
       host: {
         lookupSync: ports.lookupSync,

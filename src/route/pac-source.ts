@@ -3,13 +3,15 @@
 import { readFile } from 'node:fs/promises';
 import { PacScript, type PacHostPort, type PacLimits } from './pac-evaluator.js';
 
-/** Fetches a PAC URL over the direct route (a port wired by app.ts to egress). */
-export type FetchText = (url: string, timeoutMs: number) => Promise<string>;
+/** Fetches a PAC URL over the direct route (a port wired by app.ts to egress); `ca` is an extra trusted root (PEM). */
+export type FetchText = (url: string, timeoutMs: number, ca: string | null) => Promise<string>;
 
 export interface PacSourceOptions {
   readonly file?: string | undefined;
   readonly url?: string | undefined;
   readonly refreshMs?: number | undefined;
+  /** route.pac.caFile's PEM: a PAC URL served with a certificate from the enterprise CA is trusted. */
+  readonly ca?: string | null | undefined;
   readonly limits: PacLimits;
   readonly host: PacHostPort;
   readonly fetchText: FetchText;
@@ -41,7 +43,7 @@ export class PacSource {
   private async loadOnce(): Promise<boolean> {
     let text: string;
     try {
-      text = this.options.file !== undefined ? await readFile(this.options.file, 'utf8') : await this.options.fetchText(this.options.url ?? '', this.options.limits.timeoutMs * 10);
+      text = this.options.file !== undefined ? await readFile(this.options.file, 'utf8') : await this.options.fetchText(this.options.url ?? '', this.options.limits.timeoutMs * 10, this.options.ca ?? null);
     } catch (error) {
       return this.fail(`cannot load PAC from ${this.options.file ?? this.options.url}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
     }
