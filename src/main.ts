@@ -146,7 +146,7 @@ async function adminAddress(options: { admin?: string; config?: string }): Promi
 
 const output = { stdout: (s: string) => void process.stdout.write(s), stderr: (s: string) => void process.stderr.write(s) };
 
-async function runGrant(action: 'issue' | 'revoke' | 'list' | 'show', id: string | undefined, options: Record<string, unknown>): Promise<void> {
+async function runGrant(action: 'issue' | 'revoke' | 'list' | 'show' | 'rotate', id: string | undefined, options: Record<string, unknown>): Promise<void> {
   const { parseGrantIssueOptions, runGrantCommand } = await import('./cli/index.js');
   let spec: object | undefined;
   if (action === 'issue') {
@@ -168,6 +168,7 @@ async function runGrant(action: 'issue' | 'revoke' | 'list' | 'show', id: string
       generation: options['generation'] as string | undefined,
       spec,
       json: options['json'] === true,
+      graceMs: options['graceMs'] as string | undefined,
     },
     output,
   );
@@ -199,6 +200,9 @@ adminOptions(grant.command('revoke').description('revoke a grant, or a whole gen
   .action((id: string | undefined, options: Record<string, unknown>) => runGrant('revoke', id, options));
 adminOptions(grant.command('list').description('list grants (never tokens)')).action((options: Record<string, unknown>) => runGrant('list', undefined, options));
 adminOptions(grant.command('show').description('show one grant').argument('<id>')).action((id: string, options: Record<string, unknown>) => runGrant('show', id, options));
+adminOptions(grant.command('rotate').description('give a run-time grant a new token (shown only once); the old one stops now or after --grace-ms').argument('<id>'))
+  .option('--grace-ms <ms>', 'keep the previous token working this long (at most 86400000)')
+  .action((id: string, options: Record<string, unknown>) => runGrant('rotate', id, options));
 
 function parsePort(value: string): number {
   const port = Number(value);

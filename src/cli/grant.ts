@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { ControlIssue, GrantView } from '../core/index.js';
 
 export interface GrantCommandArgs {
-  readonly action: 'issue' | 'revoke' | 'list' | 'show';
+  readonly action: 'issue' | 'revoke' | 'list' | 'show' | 'rotate';
   /** `unix:/path/admin.sock` or `http://host:port`. */
   readonly admin: string;
   readonly adminToken?: string | undefined;
@@ -12,6 +12,8 @@ export interface GrantCommandArgs {
   /** The POST /v1/grants body, e.g. from `parseGrantIssueOptions`. */
   readonly spec?: object | undefined;
   readonly json?: boolean | undefined;
+  /** `rotate --grace-ms N`: how long the previous token keeps working (default 0: it stops at once). */
+  readonly graceMs?: string | undefined;
 }
 
 export interface CommandOutput {
@@ -81,6 +83,11 @@ function planCall(args: GrantCommandArgs): AdminCall | string {
       return { method: 'GET', path: '/v1/grants' };
     case 'show':
       return id === undefined ? 'give a grant id' : { method: 'GET', path: `/v1/grants/${id}` };
+    case 'rotate': {
+      if (id === undefined) return 'give a grant id';
+      if (args.graceMs !== undefined && !/^\d{1,9}$/.test(args.graceMs)) return `--grace-ms: expected milliseconds from 0 to 86400000, got "${args.graceMs}"`;
+      return { method: 'POST', path: `/v1/grants/${id}/rotate`, body: args.graceMs === undefined ? {} : { graceMs: Number(args.graceMs) } };
+    }
     case 'revoke':
       if ((id === undefined) === (args.generation === undefined)) return 'give either a grant id or --generation, not both';
       return id !== undefined ? { method: 'DELETE', path: `/v1/grants/${id}` } : { method: 'POST', path: `/v1/generations/${encodeURIComponent(args.generation ?? '')}/revoke` };
@@ -130,6 +137,11 @@ function printAnswer(args: GrantCommandArgs, body: unknown, out: CommandOutput):
     const issued = body as { id: string; token: string; grant: GrantView };
     out.stdout(`id     ${issued.id}\ntoken  ${issued.token}\n${issued.grant.listen === null ? '' : `listen ${issued.grant.listen}\n`}`);
     out.stderr('the token is shown only this once: store it now\n');
+  } else if (args.action === 'rotate') {
+    const rotated = body as { id: string; token: string; previousTokenUntil: string | null; endedConnections: number };
+    out.stdout(`id     ${rotated.id}\ntoken  ${rotated.token}\n`);
+    const previous = rotated.previousTokenUntil === null ? 'the previous token stopped now' : `the previous token works until ${rotated.previousTokenUntil}`;
+    out.stderr(`the new token is shown only this once: store it now; ${previous} (${rotated.endedConnections} connection(s) ended)\n`);
   } else if (args.action === 'list') {
     out.stdout(formatGrantTable((body as { grants: readonly GrantView[] }).grants));
   } else if (args.action === 'show') {
