@@ -12,6 +12,10 @@ export const AdminErrors = {
   grant_id_invalid: { status: 400, message: 'the grant id in the path is malformed' },
   generation_invalid: { status: 400, message: 'the generation in the path is malformed' },
   grant_not_found: { status: 404, message: 'no grant with this id' },
+  rotation_invalid: { status: 400, message: 'the rotate body does not validate: {} or {"graceMs": 0 to 86400000}' },
+  grant_from_config: { status: 409, message: 'the grant comes from the config file, which holds its token: it cannot be forgotten or rotated through the API' },
+  grant_revoked: { status: 409, message: 'the grant is revoked; a revoked grant gets no new token' },
+  rotation_conflict: { status: 409, message: 'another rotation of this grant won; nothing was changed, rotate again' },
   internal_error: { status: 500, message: 'the admin handler failed; see the sluice log' },
 } as const satisfies Record<string, { readonly status: number; readonly message: string }>;
 export type AdminErrorCode = keyof typeof AdminErrors;

@@ -53,6 +53,11 @@ export interface ProxyControl {
   /** Revokes a run-time grant and removes it from the ledger and listings (a run-owned grant whose run ended). */
   forgetGrant(id: string): Promise<ControlResult<{ readonly grant: GrantView; readonly endedConnections: number }>>;
   revokeGeneration(generation: string): Promise<ControlResult<{ readonly revoked: readonly string[]; readonly endedConnections: number }>>;
+  /**
+   * Gives a run-time grant a new token, shown this once; the previous one stops at once, or at
+   * `previousTokenUntil` when `graceMs` > 0. Connections identified by a token that no longer verifies end.
+   */
+  rotateGrant(id: string, graceMs: number): Promise<ControlResult<{ readonly id: string; readonly token: string; readonly grant: GrantView; readonly previousTokenUntil: string | null; readonly endedConnections: number }>>;
   /** Validates the config file again and applies it atomically, or keeps the running config. */
   reload(): Promise<ControlResult<{ readonly endedConnections: number }>>;
   readiness(): { readonly ready: boolean; readonly detail: string };

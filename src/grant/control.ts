@@ -1,9 +1,11 @@
-// The ProxyControl port the admin API drives: issue, list, revoke, generation revoke, reload, readiness.
-// Every change goes to the ledger first (durable), then to the grants in force; a token is returned
-// once, by issue, and is in no view, log line or state file.
+// The ProxyControl port the admin API drives: issue, list, revoke, rotate, generation revoke, reload,
+// readiness. Every change goes to the ledger first (durable), then to the grants in force; a token is
+// returned once, by issue or rotate, and is in no view, log line or state file. Each change is logged
+// at info by grant id.
 import { ProxyError, type ControlIssue, type ControlResult, type GrantView, type ProxyControl } from '../core/index.js';
 import { formatKeyPath, grantSpecSchema, type GrantSpec } from '../config/index.js';
 import type { GrantRecord, Ledger } from '../ledger/index.js';
+import type { OperationalLog } from '../audit/index.js';
 import type { DedicatedListeners } from './dedicated-listeners.js';
 import type { GrantRegistry } from './grant-registry.js';
 
@@ -15,6 +17,23 @@ export interface ControlDeps {
   readonly readiness: () => { readonly ready: boolean; readonly detail: string };
   /** False while a shared ledger store is out of reach for longer than ledger.maxStaleMs. */
   readonly ledgerFresh: () => boolean;
+  /** The operational log: grant changes at info by id (never a token), revoked config grants at warn. */
+  readonly log?: OperationalLog;
+}
+
+const NO_LOG: OperationalLog = { info: () => undefined, warn: () => undefined, error: () => undefined };
+
+/** Puts a rotated record's token hashes in force; returns the connections ended (their token no longer verifies). */
+export function installRotation(registry: GrantRegistry, record: GrantRecord): number {
+  if (record.tokenSha256 === null) return 0;
+  const previous = record.previousToken === undefined ? null : { sha256: Buffer.from(record.previousToken.sha256, 'hex'), untilMs: Date.parse(record.previousToken.until) };
+  return registry.rotateToken(record.id, Buffer.from(record.tokenSha256, 'hex'), previous);
+}
+
+function warnRevokedConfig(log: OperationalLog, ids: readonly string[]): void {
+  for (const id of ids) {
+    log.warn({ grant: id }, `config grant ${id} stays revoked: a revocation is permanent; to grant it again, give it a new id in the config file (docs/admin-api.md)`);
+  }
 }
 
 const STALE: ControlIssue = { path: 'ledger', message: 'this instance has not reached the shared ledger store within ledger.maxStaleMs; nothing was changed' };
@@ -59,6 +78,18 @@ export function toGrantView(record: GrantRecord, registry: GrantRegistry, listen
 
 export function createControl(deps: ControlDeps): ProxyControl {
   const { ledger, registry, dedicated } = deps;
+  const log = deps.log ?? NO_LOG;
+  // A rotation's grace outlives a restart (the record holds the previous hash and its end); another
+  // instance's rotation reaches this one's grants in force.
+  for (const record of ledger.list()) if (record.previousToken !== undefined && record.revokedAt === null) installRotation(registry, record);
+  ledger.onRotated((record) => {
+    const ended = installRotation(registry, record);
+    log.info({ grant: record.id, previousTokenUntil: record.previousToken?.until ?? null, endedConnections: ended }, 'grant token rotated on another instance');
+  });
+  warnRevokedConfig(log, ledger.list().filter((r) => r.source === 'config' && r.revokedAt !== null).map((r) => r.id));
+  ledger.subscribe((event) => {
+    if (event.kind === 'config_loaded') warnRevokedConfig(log, event.revoked);
+  });
   const view = (record: GrantRecord): GrantView => toGrantView(record, registry, dedicated.addressOf(record.id) ?? record.spec.listen ?? null);
 
   async function issueGrant(body: unknown): Promise<ControlResult<{ id: string; token: string; grant: GrantView }>> {
@@ -82,7 +113,23 @@ export function createControl(deps: ControlDeps): ProxyControl {
         return fail(409, 'listen_failed', [{ path: 'listen', message: (error as Error).message }]);
       }
     }
+    log.info({ grant: record.id, generation: spec.generation ?? null, listen: spec.listen ?? null }, 'grant issued');
     return { ok: true, value: { id: record.id, token, grant: view(record) } };
+  }
+
+  async function rotateGrant(id: string, graceMs: number): Promise<ControlResult<{ id: string; token: string; grant: GrantView; previousTokenUntil: string | null; endedConnections: number }>> {
+    const outcome = await ledger.rotate(id, graceMs);
+    if (!outcome.ok) {
+      if (outcome.why === 'unknown') return fail(404, 'grant_not_found');
+      if (outcome.why === 'from_config') return fail(409, 'grant_from_config', [{ path: 'id', message: `${id} comes from the config file, which holds its token: change tokenSha256 or tokenEnv there and reload` }]);
+      if (outcome.why === 'revoked') return fail(409, 'grant_revoked', [{ path: 'id', message: `${id} is revoked; a revoked grant gets no new token` }]);
+      return fail(409, 'rotation_conflict', [{ path: 'id', message: `${id} was rotated elsewhere at the same time; nothing was changed here, rotate again` }]);
+    }
+    const { record, token } = outcome;
+    const ended = installRotation(registry, record);
+    const previousTokenUntil = record.previousToken?.until ?? null;
+    log.info({ grant: id, previousTokenUntil, endedConnections: ended }, 'grant token rotated');
+    return { ok: true, value: { id, token, grant: view(record), previousTokenUntil, endedConnections: ended } };
   }
 
   async function revokeGrant(id: string): Promise<ControlResult<{ grant: GrantView; endedConnections: number }>> {
@@ -90,6 +137,7 @@ export function createControl(deps: ControlDeps): ProxyControl {
     const ended = registry.revoke(id);
     const record = await ledger.revoke(id).finally(() => dedicated.close(id));
     if (record === undefined) return fail(404, 'grant_not_found');
+    log.info({ grant: id, endedConnections: ended }, 'grant revoked');
     return { ok: true, value: { grant: view(record), endedConnections: ended } };
   }
 
@@ -103,6 +151,7 @@ export function createControl(deps: ControlDeps): ProxyControl {
     const listen = dedicated.addressOf(id) ?? record.spec.listen ?? null;
     const ended = registry.forget(id);
     const forgotten = await ledger.forget(id).finally(() => dedicated.close(id));
+    log.info({ grant: id, endedConnections: ended }, 'grant forgotten');
     return { ok: true, value: { grant: toGrantView(forgotten ?? record, registry, listen, used, active), endedConnections: ended } };
   }
 
@@ -113,6 +162,7 @@ export function createControl(deps: ControlDeps): ProxyControl {
     await ledger.revokeGeneration(generation).finally(async () => {
       for (const id of ids) await dedicated.close(id);
     });
+    log.info({ generation, grants: ids, endedConnections: ended }, 'generation revoked');
     return { ok: true, value: { revoked: ids, endedConnections: ended } };
   }
 
@@ -134,6 +184,7 @@ export function createControl(deps: ControlDeps): ProxyControl {
     revokeGrant: narrowing(revokeGrant),
     forgetGrant: narrowing(forgetGrant),
     revokeGeneration: narrowing(revokeGeneration),
+    rotateGrant: guarded(rotateGrant),
     reload: deps.reload,
     readiness: deps.readiness,
     ledgerFresh: deps.ledgerFresh,

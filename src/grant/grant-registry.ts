@@ -4,7 +4,7 @@
 // touching no other grant (docs/scenarios.md scenario 5).
 import { deny, ok, type CanonicalDestination, type CloseReason, type PinnedAddress, type Verdict } from '../core/index.js';
 import type { ConfigIssue, GrantSpec } from '../config/index.js';
-import { TokenStore } from '../identity/index.js';
+import { parseProxyAuthorization, TokenStore, type PreviousToken } from '../identity/index.js';
 import { authorize } from '../authority/index.js';
 import { checkAddress, type SelfAddresses } from '../resolve/index.js';
 import type { ForwardBudget } from '../relay/index.js';
@@ -18,6 +18,8 @@ export interface GrantConnection {
   /** The live tunnel's destination and dialed address, so a changed grant can be re-checked against it. */
   readonly tunnelHop: { readonly canonical: CanonicalDestination | null; readonly dialed: PinnedAddress | null } | null;
   readonly socket: { once(event: 'close', listener: () => void): unknown; readonly destroyed?: boolean };
+  /** The Proxy-Authorization the connection was identified by; null or absent on a dedicated listener. */
+  readonly verifiedAuthorization?: string | null;
   /** Ends the connection now, recording `reason` on its close record. */
   end(reason: CloseReason): void;
   limitDuration(ms: number): void;
@@ -62,7 +64,7 @@ type Usage = GrantUsage | FleetByteBudget;
 
 export class GrantRegistry {
   readonly grants = new Map<string, RuntimeGrant>();
-  readonly tokens = new TokenStore();
+  readonly tokens: TokenStore;
   private readonly live = new Map<string, Set<GrantConnection>>();
   private readonly usage = new Map<string, Usage>();
   private shared: { readonly budgets: SharedBudgets; readonly onError: (error: unknown) => void } | null = null;
@@ -70,18 +72,28 @@ export class GrantRegistry {
   private readonly attaching = new WeakMap<GrantConnection, Promise<Verdict<void>>>();
   private readonly expiry = new Map<string, NodeJS.Timeout>();
   private changes = 0;
+  /** Rotated grants whose previous token is still accepted, with when that ends (epoch ms). */
+  private readonly graces = new Map<string, number>();
+  /** The earliest of `graces` (Infinity: none), checked on every revision read; and its timer. */
+  private graceEndMs = Infinity;
+  private graceTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly self: SelfAddresses,
     private readonly now: () => number,
-  ) {}
+  ) {
+    this.tokens = new TokenStore(now);
+  }
 
   /**
-   * Bumped by every change to what a hop may be allowed: a grant or token installed, removed, revoked or
-   * forgotten, or a grant reaching its expiry. A decision remembered at one revision is never served at
-   * another (proxy/hop-cache.ts).
+   * Bumped by every change to what a hop may be allowed: a grant or token installed, rotated, removed,
+   * revoked or forgotten, a rotation's grace ending, or a grant reaching its expiry. A decision
+   * remembered at one revision is never served at another (proxy/hop-cache.ts). A grace that has ended
+   * moves the revision here, on the first read after its end, not only when its timer fires late: a
+   * remembered hop with the previous token is never served past the grace.
    */
   get revision(): number {
+    if (this.graceEndMs !== Infinity && this.now() >= this.graceEndMs) this.endGraces();
     return this.changes;
   }
 
@@ -101,10 +113,72 @@ export class GrantRegistry {
       if (usage !== undefined) usage.maxBytes = grant.limits.maxBytes ?? Infinity;
       if (tokenSha256 === null) this.tokens.delete(grant.id);
       else this.tokens.set(grant.id, tokenSha256);
+      this.graces.delete(grant.id);
       this.armExpiry(grant);
       if (previous !== undefined && previous !== grant) ended += this.recheck(grant);
     }
     return ended;
+  }
+
+  /**
+   * A rotation: `tokenSha256` is the grant's token from now on. The previous token is accepted until
+   * `previous.untilMs` (a grace), or not at all; a connection identified by a token that no longer
+   * verifies ends now (and, with a grace, when it ends). Returns the connections ended.
+   */
+  rotateToken(id: string, tokenSha256: Buffer, previous: PreviousToken | null): number {
+    if (!this.grants.has(id)) return 0;
+    this.changes += 1;
+    this.tokens.rotate(id, tokenSha256, previous);
+    const until = this.tokens.previousUntil(id);
+    if (until === null) this.graces.delete(id);
+    else this.graces.set(id, until);
+    this.armGraceTimer();
+    return this.endUnverified(id);
+  }
+
+  /** Drops every previous token whose grace has ended, ending the connections that relied on one. */
+  private endGraces(): void {
+    const now = this.now();
+    for (const [id, until] of [...this.graces]) {
+      if (until > now) continue;
+      this.graces.delete(id);
+      this.tokens.dropPrevious(id);
+      this.changes += 1;
+      this.endUnverified(id);
+    }
+    this.armGraceTimer();
+  }
+
+  private armGraceTimer(): void {
+    if (this.graceTimer !== null) clearTimeout(this.graceTimer);
+    this.graceTimer = null;
+    this.graceEndMs = Math.min(Infinity, ...this.graces.values());
+    if (this.graceEndMs === Infinity) return;
+    const timer = setTimeout(() => {
+      this.graceTimer = null;
+      this.endGraces();
+    }, Math.max(0, Math.min(this.graceEndMs - this.now(), MAX_TIMER_MS)));
+    timer.unref();
+    this.graceTimer = timer;
+  }
+
+  /** Ends a grant's connections identified by a token that no longer verifies (dedicated-listener ones stay). */
+  private endUnverified(id: string): number {
+    let ended = 0;
+    for (const ctx of [...(this.live.get(id) ?? [])]) {
+      const header = ctx.verifiedAuthorization;
+      if (header === undefined || header === null || this.verifies(id, header)) continue;
+      ctx.end('grant_changed');
+      ended += 1;
+    }
+    return ended;
+  }
+
+  private verifies(id: string, header: string): boolean {
+    const presented = parseProxyAuthorization(header);
+    if (presented === null || presented === 'malformed') return false;
+    if (presented.grantId === null) return this.tokens.findByToken(presented.token) === id;
+    return presented.grantId === id && this.tokens.verify(id, presented.token);
   }
 
   /** Removes grants no longer in force (a reload dropped them); their connections end. */
@@ -114,6 +188,7 @@ export class GrantRegistry {
     for (const id of ids) {
       this.grants.delete(id);
       this.tokens.delete(id);
+      this.graces.delete(id);
       const usage = this.usage.get(id);
       if (usage !== undefined) usage.maxBytes = Infinity;
       this.clearExpiry(id);
@@ -278,6 +353,8 @@ export class GrantRegistry {
   }
 
   close(): void {
+    if (this.graceTimer !== null) clearTimeout(this.graceTimer);
+    this.graceTimer = null;
     for (const timer of this.expiry.values()) clearTimeout(timer);
     this.expiry.clear();
   }

@@ -18,7 +18,18 @@ export interface GrantRecord {
   readonly tokenSha256: string | null;
   readonly issuedAt: string;
   readonly revokedAt: string | null;
+  /** After a rotation with a grace: the previous token's SHA-256 (hex), accepted until `until` (ISO 8601). */
+  readonly previousToken?: { readonly sha256: string; readonly until: string };
+  /** When the token was last rotated (ISO 8601). */
+  readonly rotatedAt?: string;
 }
+
+/** The longest grace a rotation may give the previous token: 24 hours. */
+export const MAX_ROTATION_GRACE_MS = 86_400_000;
+
+export type RotateOutcome =
+  | { readonly ok: true; readonly record: GrantRecord; readonly token: string }
+  | { readonly ok: false; readonly why: 'unknown' | 'from_config' | 'revoked' | 'conflict' };
 
 interface PersistedState {
   readonly v: 1;
@@ -27,7 +38,12 @@ interface PersistedState {
   readonly revoked: readonly { readonly id: string; readonly at: string }[];
 }
 
-export type LedgerEvent = { readonly kind: 'revoked'; readonly record: GrantRecord } | { readonly kind: 'issued'; readonly record: GrantRecord };
+export type LedgerEvent =
+  | { readonly kind: 'revoked'; readonly record: GrantRecord }
+  | { readonly kind: 'issued'; readonly record: GrantRecord }
+  | { readonly kind: 'rotated'; readonly record: GrantRecord }
+  /** Config grants were (re)loaded; `revoked` are those that stay revoked whatever the file says. */
+  | { readonly kind: 'config_loaded'; readonly revoked: readonly string[] };
 
 /** A change another instance made, as this instance learns it from the shared store. */
 export type RemoteChange =
@@ -54,6 +70,8 @@ export class Ledger {
   private readonly revoked = new Map<string, string>();
   private readonly listeners = new Set<(event: LedgerEvent) => void>();
   private readonly remoteListeners = new Set<(change: RemoteChange) => void>();
+  /** Told of rotations another instance made (kept apart from RemoteChange, whose listeners predate it). */
+  private readonly rotatedListeners = new Set<(record: GrantRecord) => void>();
   /** Revocations made here that the shared store has not taken yet (it was away): retried by sync. */
   private readonly unsent = new Map<string, { readonly kind: 'revoke' | 'forget'; readonly at: string }>();
   /** The shared store's revision this instance has applied (0 with the file store). */
@@ -116,6 +134,7 @@ export class Ledger {
   setConfigGrants(sections: readonly GrantSection[]): void {
     for (const [id, record] of this.records) if (record.source === 'config') this.records.delete(id);
     const at = this.now().toISOString();
+    const revoked: string[] = [];
     for (const section of sections) {
       const existing = this.records.get(section.id);
       if (existing?.source === 'runtime') continue; // a run-time grant keeps its id; config cannot shadow it
@@ -127,7 +146,9 @@ export class Ledger {
         issuedAt: at,
         revokedAt: this.revoked.get(section.id) ?? null,
       });
+      if (this.revoked.has(section.id)) revoked.push(section.id);
     }
+    this.emit({ kind: 'config_loaded', revoked });
   }
 
   async issue(spec: GrantSpec): Promise<{ record: GrantRecord; token: string }> {
@@ -142,6 +163,40 @@ export class Ledger {
     await this.persist();
     this.emit({ kind: 'issued', record });
     return { record, token };
+  }
+
+  /**
+   * Gives a live run-time grant a new token (returned once; only its SHA-256 is kept). With `graceMs` > 0
+   * the previous hash is kept beside it until then, an absolute time, so neither a restart nor another
+   * instance of the fleet can stretch the grace. Resolves once the change is durable; a config grant's
+   * token lives in the config file and is never rotated here.
+   */
+  async rotate(id: string, graceMs: number): Promise<RotateOutcome> {
+    const record = this.records.get(id);
+    if (record === undefined) return { ok: false, why: 'unknown' };
+    if (record.source !== 'runtime') return { ok: false, why: 'from_config' };
+    if (record.revokedAt !== null) return { ok: false, why: 'revoked' };
+    const token = newToken();
+    const now = this.now();
+    const { previousToken: _previous, ...rest } = record;
+    const base = { ...rest, tokenSha256: tokenSha256Hex(token), rotatedAt: now.toISOString() };
+    const grace = Math.min(Math.max(0, Math.floor(graceMs)), MAX_ROTATION_GRACE_MS);
+    const rotated: GrantRecord =
+      grace > 0 && record.tokenSha256 !== null ? { ...base, previousToken: { sha256: record.tokenSha256, until: new Date(now.getTime() + grace).toISOString() } } : base;
+    if (this.shared !== null) {
+      let taken: 'rotated' | 'unknown' | 'conflict';
+      try {
+        taken = await this.shared.rotate(rotated, record.tokenSha256 ?? '');
+      } catch (error) {
+        throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `the ledger store ${this.shared.label} did not take the rotation (${(error as Error).message}); nothing was changed`, { cause: error });
+      }
+      if (taken === 'unknown') return { ok: false, why: this.revoked.has(id) ? 'revoked' : 'unknown' };
+      if (taken === 'conflict') return { ok: false, why: 'conflict' };
+    }
+    this.records.set(id, rotated);
+    await this.persist();
+    this.emit({ kind: 'rotated', record: rotated });
+    return { ok: true, record: rotated, token };
   }
 
   /** Revokes one grant for good. Resolves once the revocation is durable; returns undefined if unknown. */
@@ -231,6 +286,7 @@ export class Ledger {
         this.records.set(change.record.id, change.record);
         this.emitRemote({ kind: 'issued', record: change.record });
       } else if (change.kind === 'revoked') touched = this.learnRevoked(change.id, change.at) || touched;
+      else if (change.kind === 'rotated') this.learnRotated(change.record);
       else {
         const record = this.records.get(change.id);
         if (record?.source !== 'runtime') continue;
@@ -242,6 +298,15 @@ export class Ledger {
       }
     }
     if (touched) await this.persist();
+  }
+
+  /** A rotation from the store: applied unless this instance already holds that token hash (its own). */
+  private learnRotated(record: GrantRecord): void {
+    const local = this.records.get(record.id);
+    if (local?.source !== 'runtime' || local.tokenSha256 === record.tokenSha256) return;
+    const learned = { ...record, revokedAt: local.revokedAt };
+    this.records.set(record.id, learned);
+    for (const listener of this.rotatedListeners) listener(learned);
   }
 
   private learnRevoked(id: string, at: string): boolean {
@@ -267,7 +332,11 @@ export class Ledger {
       this.emitRemote({ kind: 'forgot', id });
     }
     for (const record of snapshot.runtime) {
-      if (this.records.has(record.id)) continue;
+      if (this.records.has(record.id)) {
+        // A rotation the log no longer reached: the store's token hash wins.
+        this.learnRotated(record);
+        continue;
+      }
       const revokedAt = this.revoked.get(record.id) ?? null;
       this.records.set(record.id, { ...record, revokedAt });
       if (revokedAt === null) this.emitRemote({ kind: 'issued', record });
@@ -276,6 +345,12 @@ export class Ledger {
     const lost = new Map([...this.revoked].filter(([id]) => !snapshot.revoked.has(id)));
     if (lost.size > 0 && this.shared !== null) await this.shared.restoreTombstones(lost);
     await this.persist();
+  }
+
+  /** Rotations made on another instance; the grant's record carries the new hash and any grace. */
+  onRotated(listener: (record: GrantRecord) => void): () => void {
+    this.rotatedListeners.add(listener);
+    return () => this.rotatedListeners.delete(listener);
   }
 
   onRemote(listener: (change: RemoteChange) => void): () => void {

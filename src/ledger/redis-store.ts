@@ -2,7 +2,8 @@
 //   <p>grants   hash  id → run-time GrantRecord (JSON; token hash only, never a token)
 //   <p>revoked  hash  id → revokedAt (tombstones, config and run-time grants alike)
 //   <p>rev      int   the revision, bumped by every change
-//   <p>log      stream, entry id `<rev>-1`: kind, id, at, record (trimmed to about LOG_LENGTH entries)
+//   <p>log      stream, entry id `<rev>-1`: kind (issued, revoked, forgot, rotated), id, at, record
+//               (trimmed to about LOG_LENGTH entries)
 //   channel <p>changes: the new revision, published by every change
 // Each change is one Lua script, so the record, the tombstone, the revision, the log entry and the
 // notification are one atomic step. Pub/sub alone can lose a message: instances also poll `rev`.
@@ -41,6 +42,18 @@ redis.call('HDEL', KEYS[4], ARGV[2])
 redis.call('DEL', KEYS[5], KEYS[6])
 local rev = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], rev .. '-1', 'kind', 'forgot', 'id', ARGV[2], 'at', ARGV[3], 'record', '')
+redis.call('PUBLISH', ARGV[1], rev)
+return rev`;
+
+// A rotation replaces a live run-time grant's record, only if its token hash is still the one the
+// rotating instance knew (ARGV[5]): of two rotations at once, one wins and the other is told (-1).
+const ROTATE = `
+local current = redis.call('HGET', KEYS[1], ARGV[2])
+if not current or redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1 then return 0 end
+if cjson.decode(current)['tokenSha256'] ~= ARGV[5] then return -1 end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+local rev = redis.call('INCR', KEYS[2])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], rev .. '-1', 'kind', 'rotated', 'id', ARGV[2], 'at', '', 'record', ARGV[3])
 redis.call('PUBLISH', ARGV[1], rev)
 return rev`;
 
@@ -101,7 +114,7 @@ export class RedisLedgerStore implements SharedLedgerStore {
   private subscriber: Redis | null = null;
   private budgetStore: RedisBudgets | null = null;
   private readonly prefix: string;
-  private readonly scripts: Record<'issue' | 'revoke' | 'forget' | 'restore', Script>;
+  private readonly scripts: Record<'issue' | 'revoke' | 'forget' | 'rotate' | 'restore', Script>;
 
   private constructor(options: RedisStoreOptions) {
     this.label = redactRedisUrl(options.url);
@@ -124,7 +137,7 @@ export class RedisLedgerStore implements SharedLedgerStore {
       const sha = { lua };
       return (keys, args) => this.redis.eval(sha.lua, keys.length, ...keys, ...args) as Promise<unknown>;
     };
-    this.scripts = { issue: define(ISSUE), revoke: define(REVOKE), forget: define(FORGET), restore: define(RESTORE) };
+    this.scripts = { issue: define(ISSUE), revoke: define(REVOKE), forget: define(FORGET), rotate: define(ROTATE), restore: define(RESTORE) };
   }
 
   /** Connects and checks the keys have the types this store writes; throws a ProxyError naming what is wrong. */
@@ -179,6 +192,11 @@ export class RedisLedgerStore implements SharedLedgerStore {
     await this.scripts.forget([...this.keyList(), budget.usage, budget.leases], [this.keys.channel, id, at, LOG_LENGTH]);
   }
 
+  async rotate(record: GrantRecord, expectedSha256: string): Promise<'rotated' | 'unknown' | 'conflict'> {
+    const rev = Number(await this.scripts.rotate(this.keyList(), [this.keys.channel, record.id, JSON.stringify({ ...record, revokedAt: null }), LOG_LENGTH, expectedSha256]));
+    return rev > 0 ? 'rotated' : rev < 0 ? 'conflict' : 'unknown';
+  }
+
   /** The fleet's budget counters, on this store's connection and prefix. */
   budgets(leaseTtlMs: number): RedisBudgets {
     this.budgetStore ??= new RedisBudgets(this.redis, this.prefix, leaseTtlMs);
@@ -210,6 +228,7 @@ export class RedisLedgerStore implements SharedLedgerStore {
       if (f['kind'] === 'issued') changes.push({ revision: rev, kind: 'issued', record: parseRecord(f['record'] ?? '', `${this.keys.log} ${entry[0]}`) });
       else if (f['kind'] === 'revoked') changes.push({ revision: rev, kind: 'revoked', id, at: f['at'] ?? '' });
       else if (f['kind'] === 'forgot') changes.push({ revision: rev, kind: 'forgot', id, at: f['at'] ?? '' });
+      else if (f['kind'] === 'rotated') changes.push({ revision: rev, kind: 'rotated', record: parseRecord(f['record'] ?? '', `${this.keys.log} ${entry[0]}`) });
       else return 'resync';
     }
     return changes;

@@ -7,7 +7,9 @@ import type { GrantRecord } from './ledger.js';
 export type LedgerChange =
   | { readonly revision: number; readonly kind: 'issued'; readonly record: GrantRecord }
   | { readonly revision: number; readonly kind: 'revoked'; readonly id: string; readonly at: string }
-  | { readonly revision: number; readonly kind: 'forgot'; readonly id: string; readonly at: string };
+  | { readonly revision: number; readonly kind: 'forgot'; readonly id: string; readonly at: string }
+  /** A run-time grant's token was rotated: `record` holds the new hash and, with a grace, the previous one. */
+  | { readonly revision: number; readonly kind: 'rotated'; readonly record: GrantRecord };
 
 export interface LedgerSnapshot {
   readonly revision: number;
@@ -25,6 +27,11 @@ export interface SharedLedgerStore {
   issue(record: GrantRecord): Promise<boolean>;
   revoke(id: string, at: string): Promise<void>;
   forget(id: string, at: string): Promise<void>;
+  /**
+   * Replaces a live run-time grant's record with its rotated one, only if the stored token hash is still
+   * `expectedSha256` (two rotations at once: one wins, the other is told 'conflict').
+   */
+  rotate(record: GrantRecord, expectedSha256: string): Promise<'rotated' | 'unknown' | 'conflict'>;
   /** Writes back tombstones the store lost (it came back empty): a revoked grant never returns. */
   restoreTombstones(revoked: ReadonlyMap<string, string>): Promise<void>;
   /** The store's current revision: one cheap round trip, the heartbeat of freshness. */

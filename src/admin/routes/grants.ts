@@ -1,4 +1,6 @@
 // The grant routes: issue, list, show and revoke through ProxyControl; a token leaves only in the issue answer.
+import type { ControlIssue } from '../../core/index.js';
+import { MAX_ROTATION_GRACE_MS } from '../../ledger/index.js';
 import { controlFailureReply, errorReply, type AdminReply } from '../errors.js';
 import { parseGrantSpec } from '../grant-spec.js';
 import type { RouteAction } from '../router.js';
@@ -47,4 +49,26 @@ export const forgetGrant: RouteAction = async (control, request) => {
   const result = await control.forgetGrant(request.params['id'] ?? '');
   if (!result.ok) return controlFailureReply(result);
   return { status: 200, body: { forgotten: result.value.grant, endedConnections: result.value.endedConnections } };
+};
+
+/** The rotate body: `{}` or `{"graceMs": N}`, N an integer from 0 to 24 h; anything else is named. */
+export function parseRotateBody(body: unknown): { ok: true; graceMs: number } | { ok: false; issues: ControlIssue[] } {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return { ok: false, issues: [{ path: '(root)', message: 'expected a JSON object: {} or {"graceMs": N}' }] };
+  const issues: ControlIssue[] = [];
+  for (const key of Object.keys(body)) if (key !== 'graceMs') issues.push({ path: key, message: 'unknown key; the only key is graceMs' });
+  const grace = (body as { graceMs?: unknown }).graceMs;
+  if (grace !== undefined && (typeof grace !== 'number' || !Number.isInteger(grace) || grace < 0 || grace > MAX_ROTATION_GRACE_MS)) {
+    issues.push({ path: 'graceMs', message: `expected an integer from 0 to ${MAX_ROTATION_GRACE_MS} (24 h) milliseconds` });
+  }
+  return issues.length > 0 ? { ok: false, issues } : { ok: true, graceMs: typeof grace === 'number' ? grace : 0 };
+}
+
+/** POST /v1/grants/{id}/rotate: a new token, shown this once; the previous one stops now or after graceMs. */
+export const rotateGrant: RouteAction = async (control, request) => {
+  const parsed = parseRotateBody(request.body);
+  if (!parsed.ok) return errorReply('rotation_invalid', parsed.issues);
+  const result = await control.rotateGrant(request.params['id'] ?? '', parsed.graceMs);
+  if (!result.ok) return controlFailureReply(result);
+  const { id, token, grant, previousTokenUntil, endedConnections } = result.value;
+  return { status: 200, body: { id, token, grant, previousTokenUntil, endedConnections } };
 };

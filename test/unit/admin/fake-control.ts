@@ -77,6 +77,16 @@ export class FakeControl implements ProxyControl {
     return Promise.resolve({ ok: true, value: { revoked: revoked.map((g) => g.id), endedConnections: revoked.length } });
   }
 
+  rotateGrant(id: string, graceMs: number): Promise<ControlResult<{ readonly id: string; readonly token: string; readonly grant: GrantView; readonly previousTokenUntil: string | null; readonly endedConnections: number }>> {
+    const grant = this.grants.get(id);
+    if (grant === undefined) return Promise.resolve({ ok: false, status: 404, reason: 'grant_not_found', issues: [] });
+    if (grant.source !== 'runtime') return Promise.resolve({ ok: false, status: 409, reason: 'grant_from_config', issues: [] });
+    const token = randomBytes(24).toString('base64url');
+    this.issuedTokens.push(token);
+    const previousTokenUntil = graceMs > 0 ? new Date(Date.parse('2026-01-01T00:00:00.000Z') + graceMs).toISOString() : null;
+    return Promise.resolve({ ok: true, value: { id, token, grant: { ...grant }, previousTokenUntil, endedConnections: 0 } });
+  }
+
   reload(): Promise<ControlResult<{ readonly endedConnections: number }>> {
     return Promise.resolve(this.reloadResult);
   }

@@ -15,6 +15,7 @@ import { HostAddresses, SelfAddresses } from '../../../src/resolve/index.js';
 import { sha256 } from '../../../src/identity/index.js';
 import { createControl, DedicatedListeners, GrantRegistry, type GrantConnection, type GrantListener, type ListenerPort } from '../../../src/grant/index.js';
 import type { CloseReason, ControlResult, ProxyControl } from '../../../src/core/index.js';
+import { tokenHash } from '../../support/sluice.js';
 
 interface FakePort extends ListenerPort<GrantListener> {
   readonly opened: string[];
@@ -361,5 +362,168 @@ describe('reload and readiness', () => {
     const s = await build();
     expect(await s.control.reload()).toEqual({ ok: true, value: { endedConnections: 0 } });
     expect(s.control.readiness()).toEqual({ ready: true, detail: 'listening' });
+  });
+});
+
+// Rotation and the operational log, on a clock the test moves: a leaked token must stop at once (or at
+// the grace's end, not later, across a restart too), a connection still using it must end, a config
+// grant's token is the file's, and no log line ever holds a token.
+describe('rotateGrant', () => {
+  const T0 = Date.parse('2026-06-01T00:00:00Z');
+
+  interface Clocked {
+    readonly clock: { now: number };
+    readonly dir: string;
+    readonly ledger: Ledger;
+    readonly registry: GrantRegistry;
+    readonly control: ProxyControl;
+    readonly lines: { level: string; obj: object; msg: string }[];
+  }
+
+  async function clocked(dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-rotate-')), clock = { now: T0 }, configGrants: Record<string, unknown>[] = []): Promise<Clocked> {
+    cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const ledger = await Ledger.open(new LedgerStore(dir), () => new Date(clock.now));
+    const self = new SelfAddresses([], NO_INTERFACES);
+    const registry = new GrantRegistry(self, () => clock.now);
+    cleanups.push(() => registry.close());
+    const dedicated = new DedicatedListeners(fakePort(), self);
+    const sections = configSchema.shape.grants.parse(configGrants);
+    ledger.setConfigGrants(sections);
+    const revoked = new Set(ledger.list().filter((r) => r.revokedAt !== null).map((r) => r.id));
+    registry.install(sections.map((section) => {
+      const { id, tokenSha256, tokenEnv: _e, ...spec } = section;
+      const compiled = registry.compile({ id, spec, revoked: revoked.has(id), tokenSha256: null }, '');
+      if (!compiled.ok) throw new Error(JSON.stringify(compiled.issues));
+      return { grant: compiled.value, tokenSha256: tokenSha256 === undefined ? null : Buffer.from(tokenSha256, 'hex') };
+    }));
+    // Run-time grants as app.ts installs them at start: the current hash only.
+    for (const record of ledger.list()) {
+      if (record.source !== 'runtime') continue;
+      const compiled = registry.compile({ id: record.id, spec: record.spec, revoked: record.revokedAt !== null, tokenSha256: null }, '');
+      if (compiled.ok) registry.install([{ grant: compiled.value, tokenSha256: record.tokenSha256 === null ? null : Buffer.from(record.tokenSha256, 'hex') }]);
+    }
+    const lines: Clocked['lines'] = [];
+    const log = { info: (obj: object, msg: string) => void lines.push({ level: 'info', obj, msg }), warn: (obj: object, msg: string) => void lines.push({ level: 'warn', obj, msg }), error: (obj: object, msg: string) => void lines.push({ level: 'error', obj, msg }) };
+    const control = createControl({ ledger, registry, dedicated, log, reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0 } }), readiness: () => ({ ready: true, detail: '' }), ledgerFresh: () => true });
+    return { clock, dir, ledger, registry, control, lines };
+  }
+
+  /** A connection identified by `token` (Basic with the grant id), as proxy/identify-hop.ts leaves it. */
+  function tokenConnection(s: Clocked, id: string, token: string): FakeConnection {
+    const base = connection();
+    const ctx: FakeConnection = { ...base, verifiedAuthorization: `Basic ${Buffer.from(`${id}:${token}`).toString('base64')}` } as FakeConnection;
+    const grant = s.registry.grants.get(id);
+    if (grant === undefined || !s.registry.attach(ctx, grant).ok) throw new Error('attach');
+    return ctx;
+  }
+
+  function dedicatedConnection(s: Clocked, id: string): FakeConnection {
+    const ctx = connection();
+    const grant = s.registry.grants.get(id);
+    if (grant === undefined || !s.registry.attach(ctx, grant).ok) throw new Error('attach');
+    return ctx;
+  }
+
+  it('without a grace: the new token works, the old one stops at once, its connections end, the revision moves; only hashes are kept', async () => {
+    const s = await clocked();
+    const { id, token } = value(await s.control.issueGrant(VALID));
+    const old = tokenConnection(s, id, token);
+    const bound = dedicatedConnection(s, id);
+    const before = s.registry.revision;
+    const rotated = value(await s.control.rotateGrant(id, 0));
+    expect(rotated.token).not.toBe(token);
+    expect(rotated.token).toMatch(/^sluice_[A-Za-z0-9_-]{43}$/);
+    expect(rotated.previousTokenUntil).toBeNull();
+    expect(s.registry.revision).toBeGreaterThan(before);
+    expect([s.registry.tokens.verify(id, token), s.registry.tokens.findByToken(token)]).toEqual([false, undefined]);
+    expect([s.registry.tokens.verify(id, rotated.token), s.registry.tokens.findByToken(rotated.token)]).toEqual([true, id]);
+    expect([rotated.endedConnections, old.ended, bound.ended]).toEqual([1, ['grant_changed'], []]);
+    const state = fs.readFileSync(path.join(s.dir, LEDGER_FILE), 'utf8');
+    expect(state).not.toContain(rotated.token);
+    expect(state).toContain(sha256(rotated.token).toString('hex'));
+    expect(state).not.toContain(sha256(token).toString('hex'));
+    expect(JSON.stringify(rotated.grant)).not.toContain(sha256(rotated.token).toString('hex'));
+  });
+
+  it('with a grace: the old token works until previousTokenUntil and not after; its connections end then; the revision moves then', async () => {
+    const s = await clocked();
+    const { id, token } = value(await s.control.issueGrant(VALID));
+    const old = tokenConnection(s, id, token);
+    const rotated = value(await s.control.rotateGrant(id, 60_000));
+    expect(rotated.previousTokenUntil).toBe(new Date(T0 + 60_000).toISOString());
+    expect(rotated.endedConnections).toBe(0);
+    const during = s.registry.revision;
+    s.clock.now = T0 + 59_999;
+    expect([s.registry.tokens.verify(id, token), s.registry.tokens.verify(id, rotated.token), s.registry.revision, old.ended]).toEqual([true, true, during, []]);
+    s.clock.now = T0 + 60_000;
+    // The revision read is what the hop cache does on every hop: the grace's end moves it, timer or not.
+    expect(s.registry.revision).toBeGreaterThan(during);
+    expect([s.registry.tokens.verify(id, token), s.registry.tokens.findByToken(token), old.ended]).toEqual([false, undefined, ['grant_changed']]);
+  });
+
+  it('a restart within the grace keeps it, and never stretches it; a restart after it does not bring the old token back', async () => {
+    const s = await clocked();
+    const { id, token } = value(await s.control.issueGrant(VALID));
+    value(await s.control.rotateGrant(id, 60_000));
+    s.clock.now = T0 + 30_000;
+    const again = await clocked(s.dir, s.clock);
+    expect(again.registry.tokens.verify(id, token)).toBe(true);
+    s.clock.now = T0 + 60_000;
+    expect(again.registry.tokens.verify(id, token)).toBe(false);
+    const later = await clocked(s.dir, s.clock);
+    expect(later.registry.tokens.verify(id, token)).toBe(false);
+  });
+
+  it('refuses what it must not rotate, changing nothing: a config grant (409 grant_from_config), a revoked grant (409 grant_revoked), an unknown id (404)', async () => {
+    const s = await clocked(undefined, undefined, [{ id: 'cfg', tokenSha256: tokenHash('cfg-token'), destinations: ['https://a.test'] }]);
+    const cfg = await s.control.rotateGrant('cfg', 0);
+    expect(cfg).toMatchObject({ ok: false, status: 409, reason: 'grant_from_config' });
+    expect(s.registry.tokens.verify('cfg', 'cfg-token')).toBe(true);
+    const { id, token } = value(await s.control.issueGrant(VALID));
+    value(await s.control.revokeGrant(id));
+    expect(await s.control.rotateGrant(id, 0)).toMatchObject({ ok: false, status: 409, reason: 'grant_revoked' });
+    expect(s.ledger.get(id)?.tokenSha256).toBe(sha256(token).toString('hex'));
+    expect(await s.control.rotateGrant('g-nope', 0)).toMatchObject({ ok: false, status: 404, reason: 'grant_not_found' });
+  });
+
+  it('a stale fleet instance rotates nothing (503 ledger_unavailable)', async () => {
+    const s = await clocked();
+    const { id, token } = value(await s.control.issueGrant(VALID));
+    const stale = createControl({ ledger: s.ledger, registry: s.registry, dedicated: new DedicatedListeners(fakePort(), new SelfAddresses([], NO_INTERFACES)), reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0 } }), readiness: () => ({ ready: true, detail: '' }), ledgerFresh: () => false });
+    expect(await stale.rotateGrant(id, 0)).toMatchObject({ ok: false, status: 503, reason: 'ledger_unavailable' });
+    expect(s.registry.tokens.verify(id, token)).toBe(true);
+  });
+
+  it('logs issue, rotate, revoke, forget and generation revoke at info by id, and never a token or its hash', async () => {
+    const s = await clocked();
+    const a = value(await s.control.issueGrant({ ...VALID, generation: 'run-1' }));
+    const b = value(await s.control.issueGrant(VALID));
+    const r = value(await s.control.rotateGrant(a.id, 1000));
+    value(await s.control.revokeGeneration('run-1'));
+    value(await s.control.forgetGrant(b.id));
+    const c = value(await s.control.issueGrant(VALID));
+    value(await s.control.revokeGrant(c.id));
+    expect(s.lines.map((l) => [l.level, l.msg])).toEqual([
+      ['info', 'grant issued'], ['info', 'grant issued'], ['info', 'grant token rotated'], ['info', 'generation revoked'], ['info', 'grant forgotten'], ['info', 'grant issued'], ['info', 'grant revoked'],
+    ]);
+    expect(s.lines[2]?.obj).toMatchObject({ grant: a.id, previousTokenUntil: new Date(T0 + 1000).toISOString() });
+    const all = JSON.stringify(s.lines);
+    for (const token of [a.token, b.token, c.token, r.token]) {
+      expect(all).not.toContain(token);
+      expect(all).not.toContain(sha256(token).toString('hex'));
+    }
+  });
+
+  it('warns, naming the id, when config names a grant that stays revoked: at start and at every reload of the config grants', async () => {
+    const grants = [{ id: 'cfg', tokenSha256: tokenHash('cfg-token'), destinations: ['https://a.test'] }];
+    const s = await clocked(undefined, undefined, grants);
+    value(await s.control.revokeGrant('cfg'));
+    expect(s.lines.filter((l) => l.level === 'warn')).toEqual([]);
+    s.ledger.setConfigGrants(configSchema.shape.grants.parse(grants));
+    expect(s.lines.filter((l) => l.level === 'warn').map((l) => l.obj)).toEqual([{ grant: 'cfg' }]);
+    expect(s.lines.find((l) => l.level === 'warn')?.msg).toMatch(/cfg stays revoked.*new id/);
+    const restarted = await clocked(s.dir, s.clock, grants);
+    expect(restarted.lines.filter((l) => l.level === 'warn').map((l) => l.obj)).toEqual([{ grant: 'cfg' }]);
+    expect(restarted.registry.grants.get('cfg')?.revoked).toBe(true);
   });
 });
