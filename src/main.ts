@@ -92,18 +92,32 @@ async function runCheckConfig(file: string): Promise<void> {
   process.stdout.write(`${file}: ok (${config.listeners.length} listener(s), ${config.grants.length} grant(s), route ${config.route.mode})\n`);
 }
 
+/** Exit 0 on allow, 1 on deny, 2 on bad input: an unreadable config, a malformed target, an unknown grant. */
 async function runExplain(target: string, options: { config: string; grant: string; json?: boolean }): Promise<void> {
   const config = await loadOrExit(options.config);
   const { buildRuntime } = await import('./app.js');
-  const { explain, formatExplanation } = await import('./explain/index.js');
+  const { chooseGrant, explain, exitCodeOf, formatExplanation } = await import('./explain/index.js');
+  const { callAdmin } = await import('./cli/index.js');
+  const listen = config.admin.listen;
+  const admin = listen === undefined ? undefined : listen.startsWith('unix:') ? listen : `http://${listen}`;
+  // A running instance knows run-time grants and revocations; the token for a TCP admin API comes from the environment, never argv.
+  const choice = await chooseGrant({
+    grantId: options.grant,
+    configFile: options.config,
+    admin,
+    ask: (adminPath) => callAdmin(admin ?? '', process.env['SLUICE_ADMIN_TOKEN'], { method: 'GET', path: adminPath }),
+  });
+  if (choice.warning !== null) process.stderr.write(`sluice explain: ${choice.warning}\n`);
   const built = await buildRuntime(config, { env: process.env, log: silentLog, audit: nullSink });
   if (!built.ok) {
     printIssues(options.config, built.issues);
     process.exit(EXIT_CONFIG);
   }
-  const result = await explain(built.value.runtime, options.grant, target);
+  const result = await explain(built.value.runtime, options.grant, target, choice);
   await closeRuntime(built.value.runtime);
   process.stdout.write(options.json === true ? `${JSON.stringify(result)}\n` : formatExplanation(result));
+  if (result.badInput !== null) process.stderr.write(`sluice explain: ${result.badInput}\n`);
+  process.exitCode = exitCodeOf(result);
 }
 
 async function closeRuntime(runtime: ProxyRuntime): Promise<void> {
@@ -130,6 +144,8 @@ program
   .requiredOption('--grant <id>', 'grant id', nonEmpty)
   .option('--json', 'print the decision as JSON')
   .argument('<target>', 'https://host[:port], http://host[:port]/path, or host:port')
+  // A usage error is bad input (exit 2), never 1: scripts read 1 as "denied".
+  .exitOverride((error) => process.exit(error.exitCode === 0 ? 0 : EXIT_CONFIG))
   .action(runExplain);
 
 const collect = (value: string, previous: string[] = []): string[] => [...previous, value];

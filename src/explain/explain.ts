@@ -1,11 +1,15 @@
 // `sluice explain`: runs a hop's policy stages for a grant and a target without connecting, and reports
 // each step: canonical destination, matched rule, resolved addresses and classes, route, attested, reason.
 import { canonicalize, parseAbsoluteTarget } from '../authority/index.js';
-import type { ReasonCode } from '../core/index.js';
+import { Reasons, type ReasonCode } from '../core/index.js';
 import { checkGrantLive, decideDestination, decisionOf, Hop, isAttested, type ProxyRuntime } from '../proxy/index.js';
+import type { RuntimeGrant } from '../grant/index.js';
+import type { GrantChoice } from './grant-source.js';
 
 export interface Explanation {
   readonly grant: string;
+  /** Where the grant came from: the running instance, or the config file (and why). */
+  readonly source: string;
   readonly target: string;
   readonly request: 'connect' | 'forward';
   readonly canonical: string | null;
@@ -23,6 +27,8 @@ export interface Explanation {
   readonly reason: ReasonCode;
   readonly status: number;
   readonly detail: string | null;
+  /** Set when the question itself is wrong (a malformed target, an unknown grant): exit 2, not a denial. */
+  readonly badInput: string | null;
 }
 
 function hopFor(target: string): Hop {
@@ -54,15 +60,28 @@ function hopFor(target: string): Hop {
   return hop;
 }
 
-export async function explain(rt: ProxyRuntime, grantId: string, target: string): Promise<Explanation> {
+const CONFIG_GRANTS: GrantChoice = { from: 'the config', warning: null };
+
+/**
+ * `choice` says where the grant comes from (grant-source.ts): the running instance's grant, or, by
+ * default, the config's grants in `rt`.
+ */
+export async function explain(rt: ProxyRuntime, grantId: string, target: string, choice: GrantChoice = CONFIG_GRANTS): Promise<Explanation> {
   const hop = hopFor(target);
+  const isTargetMalformed = !hop.isAllowed;
   // As on a dedicated listener: an unknown grant id is reported as grant_unknown, not a token problem.
   hop.principal = { grantId, via: 'listener' };
-  const grant = rt.registry.grants.get(grantId);
-  if (hop.isAllowed && checkGrantLive(hop, grant, rt.now())) await decideDestination(rt, hop, grant);
+  const found = grantOf(rt, grantId, choice);
+  if (hop.isAllowed && checkGrantLive(hop, found.grant, rt.now())) await decideDestination(rt, hop, found.grant);
   const decision = decisionOf(hop, { id: '-', listener: '-' });
+  let badInput: string | null = null;
+  if (isTargetMalformed) {
+    const why = decision.detail === null || decision.detail === '' ? Reasons[decision.reason].message : decision.detail;
+    badInput = `target ${JSON.stringify(target)}: ${why} (${decision.reason})`;
+  } else if (found.problem !== null) badInput = found.problem;
   return {
     grant: grantId,
+    source: choice.from,
     target,
     request: decision.request,
     canonical: decision.canonical,
@@ -82,12 +101,37 @@ export async function explain(rt: ProxyRuntime, grantId: string, target: string)
     reason: decision.reason,
     status: decision.status,
     detail: decision.detail,
+    badInput,
   };
+}
+
+/** The grant to decide against, or why there is none (an unknown id is bad input, not a denial). */
+function grantOf(rt: ProxyRuntime, grantId: string, choice: GrantChoice): { grant: RuntimeGrant | undefined; problem: string | null } {
+  const unknown = `grant ${JSON.stringify(grantId)} is not known to ${choice.from}`;
+  if (choice.instance === undefined) {
+    const grant = rt.registry.grants.get(grantId);
+    return { grant, problem: grant === undefined ? unknown : null };
+  }
+  if (choice.instance === null) {
+    const inConfig = rt.registry.grants.has(grantId) ? '; the config file has it, so that instance runs another config: reload it (SIGHUP or POST /v1/reload)' : '';
+    return { grant: undefined, problem: unknown + inConfig };
+  }
+  const compiled = rt.registry.compile({ id: grantId, spec: choice.instance.spec, revoked: choice.instance.revoked, tokenSha256: null }, '');
+  if (compiled.ok) return { grant: compiled.value, problem: null };
+  const issues = compiled.issues.map((i) => `${i.path}: ${i.message}`).join('; ');
+  return { grant: undefined, problem: `grant ${JSON.stringify(grantId)} from ${choice.from} does not compile here: ${issues}` };
+}
+
+/** `sluice explain`'s exit status: 0 allow, 1 deny, 2 bad input (malformed target, unknown grant). */
+export function exitCodeOf(e: Pick<Explanation, 'decision' | 'badInput'>): 0 | 1 | 2 {
+  if (e.badInput !== null) return 2;
+  return e.decision === 'allow' ? 0 : 1;
 }
 
 export function formatExplanation(e: Explanation): string {
   const lines = [
     `grant:      ${e.grant}`,
+    `source:     ${e.source}`,
     `target:     ${e.target} (${e.request === 'connect' ? 'CONNECT' : 'absolute-form'})`,
     `canonical:  ${e.canonical ?? '-'}`,
     `rule:       ${e.rule ?? '-'}`,
