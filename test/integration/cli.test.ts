@@ -103,8 +103,10 @@ describe('sluice CLI', () => {
     const denied = sluice(['explain', '--config', file, '--grant', 'sandbox-a', 'private.test:443']);
     expect(denied.stdout).toMatch(/addresses:\s+10\.1\.2\.3 private denied/);
     expect(denied.stdout).toMatch(/decision:\s+deny 403 address_class_denied/);
-    const json = JSON.parse(sluice(['explain', '--json', '--config', file, '--grant', 'sandbox-a', 'http://evil.test/']).stdout) as { reason: string };
-    expect(json.reason).toBe('destination_not_granted');
+    expect(denied.status).toBe(1);
+    const evil = sluice(['explain', '--json', '--config', file, '--grant', 'sandbox-a', 'http://evil.test/']);
+    expect((JSON.parse(evil.stdout) as { reason: string }).reason).toBe('destination_not_granted');
+    expect(evil.status).toBe(1);
   });
 
   it('explain shows the PAC answer, each route alternative and whether it is attested', () => {
@@ -118,6 +120,9 @@ describe('sluice CLI', () => {
     expect(r.stdout).toMatch(/attested:\s+false/);
     const unknown = sluice(['explain', '--config', file, '--grant', 'nobody', 'https://api.test']);
     expect(unknown.stdout).toMatch(/decision:\s+deny 403 grant_unknown/);
+    // An unknown grant is bad input (exit 2), not a denial (exit 1); this config has no admin API to ask.
+    expect(unknown.stderr).toContain('grant "nobody" is not known to the config file');
+    expect(unknown.status).toBe(2);
   });
 
   // The review's repro: an environment configured through ALL_PROXY, or through HTTP_PROXY alone.

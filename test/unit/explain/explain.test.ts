@@ -1,0 +1,82 @@
+// explain() and its exit status (src/explain/explain.ts): the decision against the grant the caller
+// chose (the running instance's, or the config's), and which answers are bad input (exit 2) rather
+// than a denial (exit 1). No sockets: the runtime is built from a config, DNS from its hosts table.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import os from 'node:os';
+import path from 'node:path';
+import { stringify } from 'yaml';
+import { buildRuntime } from '../../../src/app.js';
+import { grantSpecSchema, parseConfigText } from '../../../src/config/index.js';
+import type { ProxyRuntime } from '../../../src/proxy/index.js';
+import { exitCodeOf, explain, formatExplanation, type GrantChoice } from '../../../src/explain/index.js';
+import { silentLog } from '../../support/sluice.js';
+
+const fromInstance = (fields: object, revoked = false): GrantChoice => ({ from: 'the running instance at unix:/x', instance: { spec: grantSpecSchema.parse(fields), revoked }, warning: null });
+
+describe('explain', () => {
+  let rt: ProxyRuntime;
+
+  beforeAll(async () => {
+    const text = stringify({
+      state: os.tmpdir(),
+      listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }],
+      dns: { hosts: { 'api.test': ['127.0.0.1'], 'lan.test': ['10.0.0.7'] } },
+      grants: [{ id: 'cfg', tokenSha256: 'ab'.repeat(32), destinations: ['https://api.test'], allowAddressClasses: ['loopback'] }],
+    });
+    const parsed = parseConfigText(text, path.join(os.tmpdir(), 'explain-unit.yaml'), os.tmpdir());
+    if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
+    const built = await buildRuntime(parsed.config, { env: {}, log: silentLog, audit: { write: () => undefined, flush: () => Promise.resolve() } });
+    if (!built.ok) throw new Error(JSON.stringify(built.issues));
+    rt = built.value.runtime;
+  });
+  afterAll(async () => {
+    rt.routes.close();
+    await rt.forwardAgent.close();
+    await rt.upstreamAgent.close();
+  });
+
+  it('decides against the config’s grant by default: allow 0, deny 1', async () => {
+    const allowed = await explain(rt, 'cfg', 'https://api.test');
+    expect(allowed).toMatchObject({ decision: 'allow', reason: 'granted', source: 'the config', badInput: null });
+    expect(exitCodeOf(allowed)).toBe(0);
+    const denied = await explain(rt, 'cfg', 'https://lan.test');
+    expect(denied).toMatchObject({ decision: 'deny', reason: 'destination_not_granted', badInput: null });
+    expect(exitCodeOf(denied)).toBe(1);
+  });
+
+  it('decides against the instance’s grant, not the config’s, when the instance answered', async () => {
+    const runTime = fromInstance({ destinations: ['https://lan.test'], allowAddressClasses: ['private'] });
+    expect(await explain(rt, 'g-1', 'https://lan.test', runTime)).toMatchObject({ decision: 'allow', rule: 'https://lan.test:443', source: 'the running instance at unix:/x' });
+    // The same id in the config file does not widen it: the instance's grant is the one in force.
+    expect(await explain(rt, 'cfg', 'https://api.test', runTime)).toMatchObject({ decision: 'deny', reason: 'destination_not_granted' });
+  });
+
+  it('a revoked or expired grant at the instance is a denial (1), whatever the config file says', async () => {
+    const revoked = await explain(rt, 'cfg', 'https://api.test', fromInstance({ destinations: ['https://api.test'], allowAddressClasses: ['loopback'] }, true));
+    expect(revoked).toMatchObject({ decision: 'deny', reason: 'grant_revoked', badInput: null });
+    expect(exitCodeOf(revoked)).toBe(1);
+    const expired = await explain(rt, 'cfg', 'https://api.test', fromInstance({ destinations: ['https://api.test'], limits: { expiresAt: '2000-01-01T00:00:00Z' } }));
+    expect(expired.reason).toBe('grant_expired');
+    expect(exitCodeOf(expired)).toBe(1);
+  });
+
+  it('an unknown grant is bad input (2), with a reload hint when only the config file has it', async () => {
+    const none = await explain(rt, 'nobody', 'https://api.test');
+    expect(none).toMatchObject({ reason: 'grant_unknown', badInput: 'grant "nobody" is not known to the config' });
+    expect(exitCodeOf(none)).toBe(2);
+    const stale = await explain(rt, 'cfg', 'https://api.test', { from: 'the running instance at unix:/x', instance: null, warning: null });
+    expect(stale.badInput).toMatch(/not known to the running instance at unix:\/x; the config file has it, .*reload it/);
+    expect(exitCodeOf(stale)).toBe(2);
+  });
+
+  it.each(['api.test', 'api.test:0', 'api.test:65536', 'https://api .test', 'gopher://api.test', 'http://', 'https://[::1'])('a malformed target %s is bad input (2), even for a known grant', async (target) => {
+    const e = await explain(rt, 'cfg', target);
+    expect(e.decision).toBe('deny');
+    expect(e.badInput).toMatch(new RegExp(`^target ${JSON.stringify(target).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: .+ \\([a-z_]+\\)$`));
+    expect(exitCodeOf(e)).toBe(2);
+  });
+
+  it('prints where the grant came from', async () => {
+    expect(formatExplanation(await explain(rt, 'cfg', 'https://api.test'))).toMatch(/^grant:\s+cfg\nsource:\s+the config\n/);
+  });
+});
