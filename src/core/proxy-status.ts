@@ -17,6 +17,7 @@ export const PROXY_ERROR_TYPES: Partial<Record<ReasonCode, string>> = {
   ledger_unavailable: 'proxy_internal_error',
   auth_rate_limited: 'http_request_denied',
   sni_mismatch: 'http_request_denied',
+  tunnel_not_http: 'http_request_denied',
   dns_busy: 'dns_error',
   lookup_limit_reached: 'http_request_denied',
   destination_malformed: 'http_request_error',

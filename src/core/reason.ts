@@ -23,6 +23,7 @@ export const Reasons = {
   connections_exhausted: { status: 429, message: 'Sluice or this listener already has its maximum number of connections' },
   auth_rate_limited: { status: 429, message: 'too many failed proxy authentications for this grant id or from this address; try again later' },
   sni_mismatch: { status: 403, message: 'the TLS ClientHello names another server than the authorized destination' },
+  tunnel_not_http: { status: 403, message: 'a tunnel granted only by http:// rules carries HTTP/1.1 requests, and this is not one' },
   dns_busy: { status: 502, message: 'too many name lookups are already in flight' },
   lookup_limit_reached: { status: 429, message: 'the grant already has its maximum number of name lookups in flight' },
   destination_malformed: { status: 400, message: 'the destination is not a valid scheme, host and port' },

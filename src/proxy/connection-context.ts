@@ -1,6 +1,7 @@
 // Per-client-connection state. Fields are all set in the constructor so the shape never changes.
+import type http from 'node:http';
 import type net from 'node:net';
-import type { CloseReason, Principal } from '../core/index.js';
+import type { CanonicalDestination, CloseReason, Principal } from '../core/index.js';
 import type { Deadline, Deadlines } from '../egress/index.js';
 import type { ListenerIdentity } from '../identity/index.js';
 import type { Hop } from './hop.js';
@@ -18,6 +19,16 @@ export class ConnectionContext {
   tunnelHop: Hop | null = null;
   /** The grant this connection is attached to (counted against its budgets). */
   grantId: string | null = null;
+  /**
+   * The node:http server that parses this connection's requests: its listener's (on a SOCKS5 listener,
+   * one kept for mediated tunnels only); null where nothing can parse them, and then no tunnel is mediated.
+   */
+  httpServer: http.Server | null = null;
+  /**
+   * Once this connection is a mediated tunnel (mediated-tunnel.ts): the CONNECT or SOCKS5 target that
+   * every request on it is confined to. Null otherwise; never cleared.
+   */
+  mediated: CanonicalDestination | null = null;
   /** Why the connection was ended from outside (revocation, expiry, limits), for its close record. */
   endedBy: CloseReason | null = null;
   private durationTimer: NodeJS.Timeout | null = null;

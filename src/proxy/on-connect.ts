@@ -1,5 +1,6 @@
 // Handles one HTTP CONNECT, from node:http or the fast path (connect-head.ts): identify → canonicalize
-// → the tunnel stages (tunnel-stages.ts), run by runHop.
+// → the tunnel stages (tunnel-stages.ts), run by runHop; or, for a destination only http:// rules grant,
+// a mediated tunnel (mediated-tunnel.ts).
 import type http from 'node:http';
 import type net from 'node:net';
 import { parseConnectTarget } from '../authority/index.js';
@@ -7,6 +8,7 @@ import type { ConnectionContext } from './connection-context.js';
 import { decideHop, lookupHop } from './decide-hop.js';
 import { Hop } from './hop.js';
 import { identifyPresented } from './identify-hop.js';
+import { mediateTunnel, mediatingRule } from './mediated-tunnel.js';
 import { connectEstablished, writeSocketDenial } from './respond.js';
 import { runHop } from './run-hop.js';
 import type { ProxyRuntime } from './runtime.js';
@@ -36,13 +38,17 @@ export function onConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: Connect
     let grant = identifyPresented(rt, ctx, hop, req.proxyAuthorization, req.headerCount, lookup.remembered?.principal ?? null);
     if (grant instanceof Promise) grant = await grant;
     if (grant === null) return;
+    let mediating: string | null = null;
     let decided = decideHop(rt, hop, grant, lookup, () => {
       const target = parseConnectTarget(req.target);
       if (!target.ok) return hop.fail(target.reason, target.detail);
       hop.canonical = target.value;
-      return true;
+      // Only http:// rules grant it: not dialed here, each request inside is its own hop.
+      mediating = mediatingRule(ctx, hop, grant);
+      return mediating === null;
     });
     if (decided instanceof Promise) decided = await decided;
     if (decided) await tunnelStages(rt, ctx, run, grant, client);
+    else if (mediating !== null) await mediateTunnel(rt, ctx, run, mediating, client);
   }, (decision) => answerTunnel(client, decision));
 }

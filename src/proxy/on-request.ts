@@ -1,6 +1,7 @@
 // Handles one absolute-form request on a (possibly keep-alive) client connection. Every request is a
 // hop: identified, canonicalized and authorized again, so a second request to a host outside the grant
-// is refused even on a connection whose first request was allowed.
+// is refused even on a connection whose first request was allowed. Inside a mediated tunnel
+// (mediated-tunnel.ts) an origin-form request stands for its absolute form on the tunnel's destination.
 import type http from 'node:http';
 import { canonicalize, DEFAULT_PORTS, parseAbsoluteTarget, pathAndQueryOf, splitAbsoluteTarget } from '../authority/index.js';
 import { deny, ok, type PinnedAddress, type Verdict } from '../core/index.js';
@@ -13,6 +14,7 @@ import type { Decision } from './decision.js';
 import type { RememberedHop } from './hop-cache.js';
 import { Hop } from './hop.js';
 import { identifyHop } from './identify-hop.js';
+import { targetInTunnel } from './mediated-tunnel.js';
 import { overRoute, upstreamAuthority } from './over-route.js';
 import { writeResponseDenial } from './respond.js';
 import { runHop, type HopRun } from './run-hop.js';
@@ -37,8 +39,11 @@ function hostAgrees(req: http.IncomingMessage, hop: Hop): boolean {
 }
 
 export function onRequest(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-  const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', req.url ?? '');
-  return runHop(rt, ctx, hop, (run) => forwardStages(rt, run, req, res), (decision) => answer(req, res, decision));
+  const raw = req.url ?? '';
+  const inTunnel = ctx.mediated === null ? null : targetInTunnel(ctx.mediated, raw);
+  const url = inTunnel ?? raw;
+  const hop = new Hop(ctx.nextHop(), 'forward', req.method ?? 'GET', url);
+  return runHop(rt, ctx, hop, (run) => forwardStages(rt, run, req, res, url, ctx.mediated !== null && inTunnel === null), (decision) => answer(req, res, decision));
 }
 
 /** On a remembered hop the Host check still runs (Host is not in the key); canonicalizing it, once per distinct value. */
@@ -56,15 +61,24 @@ function hostLineCount(req: http.IncomingMessage): number {
   return lines;
 }
 
-async function forwardStages(rt: ProxyRuntime, run: HopRun, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+/**
+ * `url` is the request target in absolute form (inside a mediated tunnel, made so from origin-form);
+ * `isOffTunnel`: inside a mediated tunnel, the target names another destination than the tunnel's.
+ */
+async function forwardStages(rt: ProxyRuntime, run: HopRun, req: http.IncomingMessage, res: http.ServerResponse, url: string, isOffTunnel: boolean): Promise<void> {
   const { hop } = run;
-  const url = req.url ?? '';
   const parts = splitAbsoluteTarget(url);
   const lookup: HopLookup | null = parts === null ? null : lookupHop(rt, run.ctx, hop, req.headers['proxy-authorization'], parts.origin);
   const remembered = lookup?.remembered;
   let grant = identifyHop(rt, run.ctx, hop, req, remembered?.principal ?? null);
   if (grant instanceof Promise) grant = await grant;
   if (grant === null) return;
+  if (run.ctx.mediated !== null) {
+    // Confined to the CONNECT target: RFC 9112 §3.2 requires Host in HTTP/1.1, and here it must name
+    // the tunnel's destination (checked below, as for absolute form), never another host.
+    if (isOffTunnel) return void hop.fail('host_mismatch', `the request target is not on the tunnel's destination ${run.ctx.mediated.key}`);
+    if (req.headers.host === undefined) return void hop.fail('host_mismatch', 'a request inside a tunnel names its Host');
+  }
   let pathAndQuery: string | null = null;
   const canonicalize = (): boolean => {
     const target = parseAbsoluteTarget(url);

@@ -26,7 +26,10 @@ export interface BoundListener {
   /** `host:port` with the real port, or `unix:/path`. */
   readonly address: string;
   readonly server: net.Server;
-  /** The node:http server that parses what the CONNECT fast path hands over (null for SOCKS5). */
+  /**
+   * The node:http server that parses what the CONNECT fast path hands over, and mediated tunnels (on a
+   * SOCKS5 listener only those).
+   */
   readonly http: http.Server | null;
   /** Every accepted client socket, including those handed over to CONNECT tunnels, for shutdown. */
   readonly sockets: Set<net.Socket>;
@@ -57,8 +60,9 @@ function headParsed(socket: net.Socket): ConnectionContext | undefined {
 }
 
 /** Admission, the connection context and socket tracking: the same for HTTP and SOCKS5 listeners. */
-function acceptConnection(rt: ProxyRuntime, section: ListenerSection, sockets: Set<net.Socket>, socket: TaggedSocket): ConnectionContext | null {
+function acceptConnection(rt: ProxyRuntime, section: ListenerSection, sockets: Set<net.Socket>, socket: TaggedSocket, httpServer: http.Server): ConnectionContext | null {
   const ctx = new ConnectionContext(socket, section.name, { boundGrant: section.grant ?? null });
+  ctx.httpServer = httpServer;
   if (!rt.gate.tryAdmit(section.name, section.maxConnections)) {
     refuseHop(rt, ctx, new Hop(ctx.nextHop(), 'forward', '-', ''), 'connections_exhausted', '', (decision) => {
       if (section.protocol === 'socks5') socket.destroy();
@@ -93,21 +97,22 @@ function afterProxyHeader(rt: ProxyRuntime, proxyHeader: ProxyProtocolGate | nul
 
 interface ListenerServers {
   readonly server: net.Server;
-  readonly http: http.Server | null;
+  readonly http: http.Server;
 }
 
 function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>, gate: AcceptGate): ListenerServers {
   const proxyHeader = section.proxyProtocol === undefined ? null : proxyProtocolGate(section.proxyProtocol.trustedSources, limits.headersTimeoutMs);
-  const httpServer = section.protocol === 'socks5' ? null : createHttpServer(rt, limits);
+  // A SOCKS5 listener's node:http server parses only mediated tunnels (mediated-tunnel.ts).
+  const httpServer = createHttpServer(rt, limits);
   // The listener itself is a plain net server. On an HTTP listener each connection's first chunk goes to
   // the CONNECT fast path (connect-head.ts) or, unchanged, to node:http.
   const serve = (ctx: ConnectionContext, socket: net.Socket): void => {
-    if (httpServer !== null) return awaitFirstChunk(rt, ctx, socket, httpServer, limits);
+    if (section.protocol !== 'socks5') return awaitFirstChunk(rt, ctx, socket, httpServer, limits);
     onSocksConnection(rt, ctx, socket).catch((error: unknown) => lastResort(rt, socket, error));
   };
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: SOCKET_HIGH_WATER_MARK }, (socket: TaggedSocket) => {
     if (!gate.isOpen) return void socket.destroy();
-    const ctx = acceptConnection(rt, section, sockets, socket);
+    const ctx = acceptConnection(rt, section, sockets, socket, httpServer);
     if (ctx !== null) afterProxyHeader(rt, proxyHeader, ctx, () => serve(ctx, socket));
   });
   return { server, http: httpServer };
@@ -227,6 +232,8 @@ function createHttpServer(rt: ProxyRuntime, limits: HttpLimits): http.Server {
 
 function answerConnect(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, socket: net.Socket, head: Buffer): void {
   if (!isHttp11(req)) return refuseVersion(rt, ctx, req, (decision) => writeSocketDenial(socket, decision));
+  // A tunnel inside a mediated tunnel would carry what its http:// rules do not grant: never.
+  if (ctx.mediated !== null) return refuseHop(rt, ctx, connectionHop(ctx, 'connect', req), 'tunnel_not_http', 'a CONNECT inside a tunnel granted only by http:// rules', (decision) => writeSocketDenial(socket, decision));
   startConnect(rt, ctx, socket, connectRequestOf(req), head);
 }
 
@@ -266,7 +273,9 @@ function isHttp11(req: http.IncomingMessage): boolean {
 
 function refuseVersion(rt: ProxyRuntime, ctx: ConnectionContext, req: http.IncomingMessage, answer: Answer): void {
   const hop = new Hop(ctx.nextHop(), req.method === 'CONNECT' ? 'connect' : 'forward', req.method ?? '-', req.url ?? '');
-  refuseHop(rt, ctx, hop, 'request_malformed', `HTTP/${req.httpVersion} request line`, answer);
+  // Inside a mediated tunnel only HTTP/1.x passes; the principal is the tunnel's.
+  if (ctx.mediated !== null) hop.principal = ctx.principal;
+  refuseHop(rt, ctx, hop, ctx.mediated === null ? 'request_malformed' : 'tunnel_not_http', `HTTP/${req.httpVersion} request line`, answer);
 }
 
 function clientErrorReason(code: string | undefined): 'request_timeout' | 'headers_too_large' | 'request_malformed' {
@@ -293,7 +302,7 @@ export async function startListeners(rt: ProxyRuntime, sections: readonly Listen
       acceptGate.isOpen = true;
       // node:http sets up its connection tracking (header timeouts, closeIdleConnections) on
       // 'listening'; it is fed sockets by the listener instead of listening itself.
-      httpServer?.emit('listening');
+      httpServer.emit('listening');
       bound.push({ name: section.name, address, server, http: httpServer, sockets, socketFile });
     }
   } catch (error) {

@@ -11,6 +11,7 @@ import { decideHop, lookupHop } from './decide-hop.js';
 import type { Decision } from './decision.js';
 import { Hop } from './hop.js';
 import { identifyPresented } from './identify-hop.js';
+import { mediateTunnel, mediatingRule } from './mediated-tunnel.js';
 import { runHop } from './run-hop.js';
 import type { ProxyRuntime } from './runtime.js';
 import { answerTunnel, tunnelStages, type TunnelClient, type TunnelResponder } from './tunnel-stages.js';
@@ -60,13 +61,22 @@ export async function onSocksConnection(rt: ProxyRuntime, ctx: ConnectionContext
       return void hop.fail('request_malformed', `SOCKS5 command ${target.cmd} is not supported (CONNECT only)`);
     }
     // Looked up once the target is known; the principal was identified above, as for every SOCKS5 hop.
+    let mediating: string | null = null;
     let decided = decideHop(rt, hop, grant, lookupHop(rt, ctx, hop, auth, target.authority, stamp), () => {
       const dest = canonicalize(target.authority);
       if (!dest.ok) return hop.fail(dest.reason, dest.detail);
       hop.canonical = dest.value;
-      return true;
+      // SOCKS5 carries no scheme: a target only http:// rules grant is mediated as plain HTTP requests.
+      mediating = mediatingRule(ctx, hop, grant);
+      return mediating === null;
     });
     if (decided instanceof Promise) decided = await decided;
-    if (decided) await tunnelStages(rt, ctx, run, grant, { ...client, head: r.release() });
+    if (!decided && mediating === null) return;
+    // The client as the tunnel stages see it, so a denial after the success reply (SNI, tunnel_not_http)
+    // only closes the tunnel instead of writing a SOCKS5 reply into it.
+    const tunnelClient: TunnelClient = { ...client, head: r.release() };
+    answer = (decision) => answerTunnel(tunnelClient, decision);
+    if (decided) await tunnelStages(rt, ctx, run, grant, tunnelClient);
+    else if (mediating !== null) await mediateTunnel(rt, ctx, run, mediating, tunnelClient);
   }, (decision) => answer(decision));
 }

@@ -107,12 +107,15 @@ describe('curl through Sluice', () => {
     expect(m.decisionsFor('app.test').at(-1)).toMatchObject({ method: 'SOCKS5', principal: GRANT, reason: 'granted' });
   });
 
-  it('SOCKS5 carries no scheme: plain HTTP over socks5h is a tcp:// destination, refused by an http:// rule', async () => {
-    const before = m.http.connections;
+  it('SOCKS5 carries no scheme: plain HTTP over socks5h to a destination only an http:// rule grants is mediated, each request a hop', async () => {
+    const start = m.sluice.decisions().length;
     const r = await curl(['-x', `socks5h://${GRANT}:${TOKEN}@127.0.0.1:${m.socksPort}`, m.httpUrl('/socks-http')]);
-    expect(r.code).toBe(97);
-    expect(m.http.connections).toBe(before);
-    expect(m.decisionsFor('app.test').at(-1)).toMatchObject({ method: 'SOCKS5', reason: 'destination_not_granted' });
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('origin:GET:/socks-http');
+    expect(m.sluice.decisions().slice(start).map((d) => `${d.method} ${d.reason} ${d.rule ?? ''}`)).toEqual([
+      `SOCKS5 granted http://app.test:${m.http.port}`,
+      `GET granted http://app.test:${m.http.port}`,
+    ]);
   });
 
   it('SOCKS5 denied: reply 0x02 (not allowed by ruleset), curl exit 97', async () => {

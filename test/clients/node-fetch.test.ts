@@ -2,8 +2,8 @@
 // in a child `node --input-type=module -e …` configured only by HTTP_PROXY / HTTPS_PROXY (grant:token
 // as userinfo, sent as Basic on the first request) and NODE_EXTRA_CA_CERTS.
 // undici tunnels http:// URLs with CONNECT too unless the agent is built with { proxyTunnel: false }:
-// Sluice authorizes CONNECT only by https/wss/tcp rules, so a grant with just http://host:port refuses
-// that tunnel; either build the agent with proxyTunnel: false or grant tcp://host:port.
+// a CONNECT whose destination only http://host:port grants is a mediated tunnel (issue 17), each request
+// inside it a hop checked against that rule; a tcp:// rule makes it an opaque tunnel instead.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -71,12 +71,15 @@ describe('Node fetch + undici EnvHttpProxyAgent through Sluice (grant with http:
     expect(m.sluice.decisions().slice(start).map((d) => `${d.method} ${d.reason} ${d.via}`)).toEqual(['GET granted token']);
   });
 
-  it('HTTP with the default agent is a CONNECT tunnel, refused by an http:// rule (destination_not_granted)', async () => {
-    const before = m.http.connections;
+  it('HTTP with the default agent is a CONNECT tunnel, mediated under the http:// rule: each request inside is a hop', async () => {
+    const start = m.sluice.decisions().length;
     const [r] = await nodeFetch(m, {}, [m.httpUrl('/node-tunnel')]);
-    expect(r?.error).toContain('Proxy response (403) !== 200 when HTTP Tunneling');
-    expect(m.http.connections).toBe(before);
-    expect(m.decisionsFor('app.test').at(-1)).toMatchObject({ method: 'CONNECT', canonical: `app.test:${m.http.port}`, reason: 'destination_not_granted' });
+    expect(r).toMatchObject({ status: 200, body: 'origin:GET:/node-tunnel' });
+    expect(m.http.requests.at(-1)?.headers['proxy-authorization']).toBeUndefined();
+    expect(m.sluice.decisions().slice(start).map((d) => `${d.method} ${d.reason} ${d.rule ?? ''}`)).toEqual([
+      `CONNECT granted http://app.test:${m.http.port}`,
+      `GET granted http://app.test:${m.http.port}`,
+    ]);
   });
 
   it('denied: HTTP (proxyTunnel: false) returns Sluice’s 403 response; HTTPS fails with the CONNECT status 403', async () => {
