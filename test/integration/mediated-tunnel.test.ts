@@ -326,6 +326,21 @@ describe('a hostile principal inside an http-only tunnel', () => {
     expect(decisionsSince(start)).toEqual(['CONNECT granted', 'CONNECT tunnel_not_http']);
   });
 
+  it('revoking the grant ends a live mediated tunnel; its CONNECT hop closes revoked and the other grant is untouched', async () => {
+    const issued = await sluice.app.control.issueGrant({ destinations: [`http://web.test:${web.port}`], allowAddressClasses: ['loopback'] });
+    if (!issued.ok) throw new Error('issue');
+    const start = sluice.records.length;
+    const socket = await tunnel(`web.test:${web.port}`, sluice.port, { 'Proxy-Authorization': `Bearer ${issued.value.token}` });
+    const bystander = await tunnel(`web.test:${web.port}`);
+    expect((await exchange(socket, `GET /before HTTP/1.1\r\nHost: web.test:${web.port}\r\n\r\n`)).body).toBe('origin:GET:/before');
+    const ended = closed(socket);
+    await sluice.app.control.revokeGrant(issued.value.id);
+    await ended;
+    await waitUntil(() => sluice.records.slice(start).some((r) => r.kind === 'close' && r.request === 'connect' && r.principal === issued.value.id), { timeoutMs: 5000, label: 'close record' });
+    expect(sluice.records.slice(start).find((r) => r.kind === 'close' && r.request === 'connect' && r.principal === issued.value.id)).toMatchObject({ closedBy: 'revoked' });
+    expect((await exchange(bystander, `GET /still HTTP/1.1\r\nHost: web.test:${web.port}\r\n\r\n`)).body).toBe('origin:GET:/still');
+  });
+
   it('works when node:http, not the fast path, parsed the CONNECT (after a keep-alive request, head split)', async () => {
     const start = sluice.records.length;
     const socket = net.connect(sluice.port, '127.0.0.1');
