@@ -10,6 +10,28 @@ import type { SocketBufferOptions } from './dial.js';
 
 export interface UpstreamOptions {
   readonly timeoutMs: number;
+  /**
+   * Told of every failed attempt at an upstream proxy (refused, unreachable, timed out, TLS, 407, any
+   * other answer), for the operational log: the proxy's label (never its credentials) and the reason.
+   */
+  readonly onFailure?: (failure: UpstreamFailure) => void;
+}
+
+export interface UpstreamFailure {
+  /** The proxy's printable label (scheme://host:port, no credentials). */
+  readonly upstream: string;
+  readonly reason: ReasonCode;
+  readonly detail: string;
+}
+
+/** Without a listener the attempt's promise is returned as is: no extra step on the hop. */
+function reported<T>(proxy: UpstreamProxy, options: UpstreamOptions, attempt: Promise<Verdict<T>>): Promise<Verdict<T>> {
+  const onFailure = options.onFailure;
+  if (onFailure === undefined) return attempt;
+  return attempt.then((verdict) => {
+    if (!verdict.ok) onFailure({ upstream: proxy.label, reason: verdict.reason, detail: verdict.detail });
+    return verdict;
+  });
 }
 
 export interface UpstreamTunnel {
@@ -37,7 +59,7 @@ function failure(error: unknown, isTls: boolean): ReasonCode {
 
 /** Connects to the proxy itself (TCP, then TLS for https:// proxies). The caller owns the socket. */
 export function connectToProxy(proxy: UpstreamProxy, options: UpstreamOptions): Promise<Verdict<net.Socket>> {
-  return new Promise((resolve) => {
+  return reported(proxy, options, new Promise<Verdict<net.Socket>>((resolve) => {
     let settled = false;
     const socket: net.Socket = proxy.tls
       ? tls.connect({
@@ -67,7 +89,7 @@ export function connectToProxy(proxy: UpstreamProxy, options: UpstreamOptions): 
       socket.setNoDelay(true);
       finish(ok(socket));
     });
-  });
+  }));
 }
 
 export interface ProxyAnswer {
@@ -85,12 +107,13 @@ export function parseProxyAnswer(buffer: Buffer): ProxyAnswer | 'incomplete' | '
 
 /** Sends CONNECT `authority` (canonical host name, or the checked IP literal) through the proxy. */
 export async function connectThroughProxy(proxy: UpstreamProxy, authority: string, options: UpstreamOptions): Promise<Verdict<UpstreamTunnel>> {
+  // A failed connect is reported by connectToProxy itself.
   const connected = await connectToProxy(proxy, options);
   if (!connected.ok) return connected;
   const socket = connected.value;
   const auth = proxy.authorization === null ? '' : `Proxy-Authorization: ${proxy.authorization}\r\n`;
   socket.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n${auth}\r\n`);
-  return new Promise((resolve) => {
+  return reported(proxy, options, new Promise<Verdict<UpstreamTunnel>>((resolve) => {
     let buffer = Buffer.alloc(0);
     const timer = setTimeout(() => done(deny('upstream_timeout', `${proxy.label} did not answer CONNECT within ${options.timeoutMs} ms`)), options.timeoutMs);
     function done(verdict: Verdict<UpstreamTunnel>): void {
@@ -120,7 +143,7 @@ export async function connectThroughProxy(proxy: UpstreamProxy, authority: strin
     socket.on('data', onData);
     socket.once('error', onError);
     socket.once('end', onEnd);
-  });
+  }));
 }
 
 /** Whether a failed upstream attempt may fall over to the next route entry (connection-level only). */

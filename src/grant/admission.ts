@@ -2,8 +2,11 @@
 // and per listener) and a throttle on failed proxy authentications, so token guessing is slow and one
 // flood cannot starve other principals (CWE-307, CWE-770).
 import { parseProxyAuthorization } from '../identity/index.js';
+import type { OperationalLog } from '../audit/index.js';
 
 const WINDOW_MS = 60_000;
+/** The throttle's window in seconds: a throttled source may always try again after at most this (Retry-After). */
+export const AUTH_THROTTLE_WINDOW_SECONDS = WINDOW_MS / 1000;
 // Keys tracked per window in each table; past this, new keys share one overflow count (see FailureCounts).
 const MAX_TRACKED_KEYS = 10_000;
 
@@ -94,10 +97,14 @@ export class AuthThrottle {
   private windowStartMs = 0;
   private readonly byPresented = new FailureCounts();
   private readonly bySource = new FailureCounts();
+  /** Sources the log has named this window: one warning per source per window, at most MAX_TRACKED_KEYS. */
+  private readonly logged = new Set<string>();
+  private loggedOverflow = false;
 
   constructor(
     private readonly limits: AuthThrottleLimits,
     private readonly now: () => number,
+    private readonly log: Pick<OperationalLog, 'warn'> | null = null,
   ) {}
 
   private roll(): void {
@@ -106,7 +113,38 @@ export class AuthThrottle {
       this.windowStartMs = now;
       this.byPresented.clear();
       this.bySource.clear();
+      this.logged.clear();
+      this.loggedOverflow = false;
     }
+  }
+
+  /** Seconds until the current window ends and every count starts again from zero (at least 1). */
+  retryAfterSeconds(): number {
+    return Math.max(1, Math.ceil((this.windowStartMs + WINDOW_MS - this.now()) / 1000));
+  }
+
+  /**
+   * Warns once per source per window, when its failures first block it (the source ceiling, or the
+   * grant id it presents). Names the source only: never the header, the token, nor the presented grant
+   * id (a client that put its token in the user field would have it logged).
+   */
+  private warnThrottled(header: string | undefined, source: string): void {
+    if (this.log === null || this.logged.has(source)) return;
+    const bySource = this.bySource.get(source) >= this.limits.perSource;
+    const key = presentedKey(header, source);
+    if (!bySource && this.byPresented.get(key) < this.limits.perGrantId) return;
+    if (this.logged.size >= MAX_TRACKED_KEYS) {
+      if (!this.loggedOverflow) this.log.warn({ reason: 'auth_rate_limited', sources: MAX_TRACKED_KEYS }, 'proxy authentication throttled for more sources than are named this window; the rest go unnamed until it ends');
+      this.loggedOverflow = true;
+      return;
+    }
+    this.logged.add(source);
+    const retryAfterSeconds = this.retryAfterSeconds();
+    const limit = bySource ? 'source' : key.startsWith('id ') ? 'grant_id' : 'token';
+    this.log.warn(
+      { reason: 'auth_rate_limited', source, limit, retryAfterSeconds },
+      `proxy authentication throttled for ${source} (${limit === 'source' ? 'limits.authFailuresPerMinutePerSource' : 'limits.authFailuresPerMinute'}): too many failed attempts this minute; refused for ${retryAfterSeconds} s`,
+    );
   }
 
   /**
@@ -125,5 +163,6 @@ export class AuthThrottle {
     this.roll();
     this.bySource.add(source);
     this.byPresented.add(presentedKey(header, source));
+    this.warnThrottled(header, source);
   }
 }

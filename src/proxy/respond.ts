@@ -4,6 +4,7 @@
 import type http from 'node:http';
 import type net from 'node:net';
 import { PROXY_NAME, proxyStatus, Reasons, sentReason, type ReasonCode } from '../core/index.js';
+import { AUTH_THROTTLE_WINDOW_SECONDS } from '../grant/index.js';
 import type { Decision } from './decision.js';
 
 /**
@@ -26,6 +27,9 @@ function denialHeaders(reason: ReasonCode, body: string, close: boolean): [strin
     ['Cache-Control', 'no-store'],
   ];
   if (Reasons[reason].status === 407) headers.push(['Proxy-Authenticate', 'Basic realm="sluice"']);
+  // RFC 9110 §10.2.3, RFC 6585 §4: the throttle's counts start again within one window, so waiting it
+  // out is always enough (the hop carries no finer figure to here).
+  if (reason === 'auth_rate_limited') headers.push(['Retry-After', String(AUTH_THROTTLE_WINDOW_SECONDS)]);
   if (close) headers.push(['Connection', 'close']);
   return headers;
 }

@@ -87,3 +87,48 @@ describe('AuthThrottle', () => {
     expect(t.isBlocked(basic('untracked-4'), () => LOOPBACK)).toBe(true);
   });
 });
+
+// The operational log from the threat: a guesser must not be able to flood it (one warning per source
+// per window, bounded however many sources), nor make it hold a token (the header, the token or a grant
+// id that may be a token put in the user field never reach it).
+describe('AuthThrottle: the operational log', () => {
+  function logged(perGrantId = 3, perSource = 10): { t: AuthThrottle; advance(ms: number): void; lines: { obj: object; msg: string }[] } {
+    let now = 1_000_000;
+    const lines: { obj: object; msg: string }[] = [];
+    const t = new AuthThrottle({ perGrantId, perSource }, () => now, { warn: (obj, msg) => void lines.push({ obj, msg }) });
+    return { t, lines, advance: (ms) => void (now += ms) };
+  }
+
+  it('warns once when a source is first throttled, with the seconds left in the window, and not again until the next window', () => {
+    const { t, lines, advance } = logged();
+    fail(t, basic('a'), LOOPBACK, 2);
+    expect(lines).toEqual([]);
+    advance(15_000);
+    fail(t, basic('a'), LOOPBACK, 50);
+    expect(lines.map((l) => l.obj)).toEqual([{ reason: 'auth_rate_limited', source: LOOPBACK, limit: 'grant_id', retryAfterSeconds: 45 }]);
+    expect(t.retryAfterSeconds()).toBe(45);
+    advance(45_000);
+    fail(t, basic('a'), LOOPBACK, 3);
+    expect(lines).toHaveLength(2);
+    expect(lines[1]?.obj).toMatchObject({ retryAfterSeconds: 60 });
+  });
+
+  it('names the source ceiling when that is what throttles, and never the header, the token or the presented id', () => {
+    const { t, lines } = logged(100, 5);
+    const secret = 'sluice_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
+    for (let i = 0; i < 5; i += 1) fail(t, basic(`${secret}${i}`, secret));
+    fail(t, `Bearer ${secret}`);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]?.obj).toMatchObject({ limit: 'source' });
+    expect(lines[0]?.msg).toContain('limits.authFailuresPerMinutePerSource');
+    expect(JSON.stringify(lines)).not.toContain(secret);
+    expect(JSON.stringify(lines)).not.toContain(Buffer.from(secret).toString('base64').slice(0, 20));
+  });
+
+  it('is bounded: a spray from more sources than are tracked adds one overflow warning, not one per source', () => {
+    const { t, lines } = logged(1, 1);
+    for (let i = 0; i < 10_050; i += 1) fail(t, 'Bearer x', `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`);
+    expect(lines.length).toBe(10_001);
+    expect(lines.at(-1)?.msg).toMatch(/more sources than are named/);
+  });
+});

@@ -10,6 +10,7 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { proxyStatus, Reasons, type ReasonCode } from '../../../src/core/index.js';
 import { denialBody, writeResponseDenial, writeSocketDenial, type DenialContext } from '../../../src/proxy/respond.js';
+import { AUTH_THROTTLE_WINDOW_SECONDS } from '../../../src/grant/index.js';
 import { parseResponseHead, rawRequest } from '../../support/raw-client.js';
 import { waitFor, waitUntil, withTimeout } from '../../support/wait.js';
 
@@ -204,5 +205,26 @@ describe('writeResponseDenial: a denial of an absolute-form request through node
     expect(answer.text).not.toContain('sluice:');
     expect(answer.text).not.toContain('Proxy-Status');
     expect(answer.text.endsWith('partial')).toBe(true);
+  });
+});
+
+describe('Retry-After on a throttled authentication (RFC 6585 §4, RFC 9110 §10.2.3)', () => {
+  it('auth_rate_limited is answered 429 with Retry-After: the throttle window in seconds; no other 429 says when to retry', async () => {
+    const throttled = await socketDenial(ctx('auth_rate_limited'));
+    expect(throttled.head.head.split('\r\n')[0]).toBe('HTTP/1.1 429 Too Many Requests');
+    expect(throttled.head.headers['retry-after']).toBe(String(AUTH_THROTTLE_WINDOW_SECONDS));
+    expect(AUTH_THROTTLE_WINDOW_SECONDS).toBe(60);
+    for (const reason of ['connections_exhausted', 'connection_limit_reached', 'byte_limit_reached'] as const) {
+      expect('retry-after' in (await socketDenial(ctx(reason))).head.headers).toBe(false);
+    }
+  });
+
+  it('a forwarded request refused auth_rate_limited carries Retry-After too', async () => {
+    const server = http.createServer((_req, res) => writeResponseDenial(res, ctx('auth_rate_limited'), false));
+    const port = await listen(server);
+    const answer = await rawRequest(port, 'GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n');
+    const head = parseResponseHead(answer.data);
+    expect(head?.head.split('\r\n')[0]).toBe('HTTP/1.1 429 Too Many Requests');
+    expect(head?.headers['retry-after']).toBe('60');
   });
 });
