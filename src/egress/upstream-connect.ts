@@ -150,3 +150,29 @@ export async function connectThroughProxy(proxy: UpstreamProxy, authority: strin
 export function isConnectionFailure(reason: ReasonCode): boolean {
   return reason === 'upstream_unreachable' || reason === 'upstream_timeout' || reason === 'upstream_tls_failed' || reason === 'dial_refused' || reason === 'dial_unreachable' || reason === 'dial_timeout';
 }
+
+/** How often one upstream's same failure is logged again while it keeps failing (the rest are counted). */
+export const UPSTREAM_FAILURE_LOG_INTERVAL_MS = 10_000;
+const MAX_LOGGED_UPSTREAMS = 1000;
+
+/**
+ * An `onFailure` that warns in the operational log: at most once per upstream and reason every
+ * UPSTREAM_FAILURE_LOG_INTERVAL_MS, with how many failures were not logged meanwhile, so a dead
+ * corporate proxy under load is one line every ten seconds, not one per hop. PAC answers can name any
+ * proxy, so the table is bounded too.
+ */
+export function upstreamFailureLogger(log: { warn(obj: object, msg: string): void }, now: () => number = () => performance.now()): (failure: UpstreamFailure) => void {
+  const last = new Map<string, { atMs: number; suppressed: number }>();
+  return (failure) => {
+    const key = `${failure.upstream} ${failure.reason}`;
+    const seen = last.get(key);
+    const t = now();
+    if (seen !== undefined && t - seen.atMs < UPSTREAM_FAILURE_LOG_INTERVAL_MS) {
+      seen.suppressed += 1;
+      return;
+    }
+    if (seen === undefined && last.size >= MAX_LOGGED_UPSTREAMS) last.clear();
+    last.set(key, { atMs: t, suppressed: 0 });
+    log.warn({ upstream: failure.upstream, reason: failure.reason, detail: failure.detail, suppressed: seen?.suppressed ?? 0 }, `upstream proxy ${failure.upstream} failed: ${failure.reason}`);
+  };
+}

@@ -5,7 +5,7 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { UpstreamProxy } from '../../../src/core/index.js';
-import { connectThroughProxy, type UpstreamFailure } from '../../../src/egress/index.js';
+import { connectThroughProxy, upstreamFailureLogger, UPSTREAM_FAILURE_LOG_INTERVAL_MS, type UpstreamFailure } from '../../../src/egress/index.js';
 import { unusedPort } from '../../support/ports.js';
 
 const CREDENTIALS = `Basic ${Buffer.from('corp-user:corp-secret-password').toString('base64')}`;
@@ -69,5 +69,25 @@ describe('connectThroughProxy reports each failure once, with the label and neve
     expect(verdict.ok).toBe(true);
     if (verdict.ok) verdict.value.socket.destroy();
     expect(reports).toEqual([]);
+  });
+});
+
+describe('upstreamFailureLogger: a dead upstream under load is a line every ten seconds, not one per hop', () => {
+  it('logs the first failure per upstream and reason, counts the rest, and logs again after the interval with the count', () => {
+    let now = 0;
+    const lines: { obj: object; msg: string }[] = [];
+    const report = upstreamFailureLogger({ warn: (obj, msg) => void lines.push({ obj, msg }) }, () => now);
+    const a = { upstream: 'http://corp.test:8080', reason: 'upstream_unreachable', detail: 'http://corp.test:8080: ECONNREFUSED' } as const;
+    for (let i = 0; i < 100; i += 1) report(a);
+    report({ ...a, reason: 'upstream_auth_required', detail: 'http://corp.test:8080 answered 407' });
+    report({ ...a, upstream: 'http://other.test:3128' });
+    expect(lines.map((l) => l.msg)).toEqual([
+      'upstream proxy http://corp.test:8080 failed: upstream_unreachable',
+      'upstream proxy http://corp.test:8080 failed: upstream_auth_required',
+      'upstream proxy http://other.test:3128 failed: upstream_unreachable',
+    ]);
+    now = UPSTREAM_FAILURE_LOG_INTERVAL_MS;
+    report(a);
+    expect(lines.at(-1)?.obj).toEqual({ upstream: a.upstream, reason: a.reason, detail: a.detail, suppressed: 99 });
   });
 });
