@@ -2,7 +2,7 @@
 // The only file that knows every module; it touches no process globals (main.ts passes env and cwd).
 import net from 'node:net';
 import { ProxyError, type ControlResult, type LookupAll, type LookupAnswer, type ProxyControl } from './core/index.js';
-import { loadConfig, type Config, type ConfigIssue } from './config/index.js';
+import { configDraft, dedupeIssues, loadConfig, unwritableReason, type Config, type ConfigDraft, type ConfigIssue, type ConfigResult, type LoadOptions } from './config/index.js';
 import { canonicalizeHost } from './authority/index.js';
 import { FleetSync, Ledger, LedgerStore, RedisLedgerStore, UsageFile, type GrantRecord } from './ledger/index.js';
 import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSystemLookup, type ReadInterfaces } from './resolve/index.js';
@@ -73,11 +73,85 @@ function compileHosts(hosts: Readonly<Record<string, readonly string[]>>): Built
   return issues.length > 0 ? { ok: false, issues } : { ok: true, value: out };
 }
 
-function selfListeners(config: Config): string[] {
-  const listens = config.listeners.map((l) => l.listen);
-  if (config.admin.listen !== undefined) listens.push(config.admin.listen);
-  if (config.admin.metrics !== undefined) listens.push(config.admin.metrics);
+function selfListeners(config: ConfigDraft): string[] {
+  const listens = config.listeners.flatMap((l) => (l === undefined ? [] : [l.listen]));
+  if (config.admin?.listen !== undefined) listens.push(config.admin.listen);
+  if (config.admin?.metrics !== undefined) listens.push(config.admin.metrics);
   return listens;
+}
+
+/** The items of a draft list that parsed, with the index each has in the file. */
+function present<T>(items: readonly (T | undefined)[]): { items: T[]; indices: number[] } {
+  const out: { items: T[]; indices: number[] } = { items: [], indices: [] };
+  items.forEach((item, i) => {
+    if (item === undefined) return;
+    out.items.push(item);
+    out.indices.push(i);
+  });
+  return out;
+}
+
+/** Checks ran on the items that parsed (`grants[0]` is the first of those): name each by its index in the file. */
+function atFileIndex(issues: readonly ConfigIssue[], list: string, indices: readonly number[]): ConfigIssue[] {
+  const prefix = new RegExp(`^${list}\\[(\\d+)\\]`);
+  return issues.map((issue) => ({ ...issue, path: issue.path.replace(prefix, (whole, k: string) => `${list}[${indices[Number(k)] ?? k}]`) }));
+}
+
+const PROBE_ROUTE_PORTS = {
+  lookupSync: () => null,
+  fetchText: () => Promise.reject(new Error('not fetched by the config check')),
+  onPacError: () => undefined,
+  onPacLoad: () => undefined,
+  onPacCache: () => undefined,
+};
+
+/**
+ * The checks of a config that need the host (environment variables, files, the group file, the admin
+ * socket's directory), run on whatever parsed: with loadConfig's, they are the one validation that
+ * `check-config` prints and `start` refuses on (issue 17, item 3). Creates, opens and binds nothing.
+ */
+export async function checkConfigDraft(draft: ConfigDraft, env: AppOptions['env'], hostInterfaces?: ReadInterfaces): Promise<ConfigIssue[]> {
+  const self = new SelfAddresses(selfListeners(draft), new HostAddresses(hostInterfaces));
+  const grants = present(draft.grants);
+  const listeners = present(draft.listeners);
+  const issues = [
+    ...atFileIndex(checkConfigGrants(grants.items, env, self), 'grants', grants.indices),
+    ...atFileIndex(await checkSocketGroups(listeners.items), 'listeners', listeners.indices),
+  ];
+  if (draft.dns !== undefined) {
+    const hosts = compileHosts(draft.dns.hosts);
+    if (!hosts.ok) issues.push(...hosts.issues);
+  }
+  if (draft.admin !== undefined) issues.push(...(await checkAdminSection(draft.admin, env)));
+  if (draft.route !== undefined) {
+    // Reads credentialsFile and caFile as start does; the PAC itself is loaded only by start (and check-config).
+    const routes = buildRoutes(draft.route, env, PROBE_ROUTE_PORTS, { maxPacWaitingPerGrant: 1 });
+    if (routes.ok) routes.value.selector.close();
+    else issues.push(...routes.issues);
+  }
+  const audit = draft.audit?.file;
+  if (audit !== undefined && audit !== 'stdout' && audit !== 'stderr') {
+    const why = await unwritableReason(audit, 'file');
+    if (why !== null) issues.push({ path: 'audit.file', message: why });
+  }
+  if (draft.state !== undefined) {
+    const why = await unwritableReason(draft.state, 'directory');
+    if (why !== null) issues.push({ path: 'state', message: why });
+  }
+  return issues;
+}
+
+/**
+ * Loads a config file and runs every check on it in one pass: the schema, the cross-checks and the host
+ * checks. `sluice check-config` and `sluice start` both call this, so they name the same errors.
+ */
+export async function loadCheckedConfig(file: string, options: Pick<AppOptions, 'env' | 'hostInterfaces'> & { readonly cwd: string } & LoadOptions): Promise<ConfigResult> {
+  const loaded = await loadConfig(file, options.cwd, options.nowMs === undefined ? {} : { nowMs: options.nowMs });
+  const draft = loaded.ok ? configDraft(loaded.config) : (loaded.draft ?? null);
+  if (draft === null) return loaded;
+  const host = await checkConfigDraft(draft, options.env, options.hostInterfaces);
+  if (loaded.ok && host.length === 0) return loaded;
+  return { ok: false, issues: dedupeIssues([...(loaded.ok ? [] : loaded.issues), ...host]), draft };
 }
 
 /** Builds the runtime without listening or reading state: used by `start`, `explain` and `check-config`. */
@@ -85,15 +159,12 @@ export async function buildRuntime(
   config: Config,
   options: AppOptions,
 ): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null; pac: PacSource | null; tokens: ReadonlyMap<string, Buffer>; freshness: { isFresh: () => boolean } }>> {
-  const self = new SelfAddresses(selfListeners(config), new HostAddresses(options.hostInterfaces, options.hostRefreshMs));
+  const self = new SelfAddresses(selfListeners(configDraft(config)), new HostAddresses(options.hostInterfaces, options.hostRefreshMs));
+  // The same checks loadCheckedConfig runs: a caller that parsed the config itself (tests, reload) gets them too.
+  const issues = await checkConfigDraft(configDraft(config), options.env, options.hostInterfaces);
+  if (issues.length > 0) return { ok: false, issues };
   const hosts = compileHosts(config.dns.hosts);
-  const issues = [
-    ...checkConfigGrants(config.grants, options.env, self),
-    ...(hosts.ok ? [] : hosts.issues),
-    ...(await checkSocketGroups(config.listeners)),
-    ...(await checkAdminSection(config.admin, options.env)),
-  ];
-  if (!hosts.ok || issues.length > 0) return { ok: false, issues };
+  if (!hosts.ok) return hosts;
   const lookup =
     options.lookup ??
     (config.dns.servers === 'system'

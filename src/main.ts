@@ -27,8 +27,22 @@ async function loadOrExit(file: string): Promise<Config> {
   return loaded.config;
 }
 
+/**
+ * The one validation `check-config` and `start` share (issue 17, item 3): the schema, the cross-checks
+ * and the host checks, every error of the file in one pass, each with its key path; exit 2 on any.
+ */
+async function loadCheckedOrExit(file: string): Promise<Config> {
+  const { loadCheckedConfig } = await import('./app.js');
+  const checked = await loadCheckedConfig(file, { env: process.env, cwd: process.cwd() });
+  if (!checked.ok) {
+    printIssues(file, checked.issues);
+    process.exit(EXIT_CONFIG);
+  }
+  return checked.config;
+}
+
 async function runStart(options: { config: string }): Promise<void> {
-  const config = await loadOrExit(options.config);
+  const config = await loadCheckedOrExit(options.config);
   const { startApp } = await import('./app.js');
   const { ProxyError } = await import('./core/index.js');
   let app: SluiceApp;
@@ -77,7 +91,8 @@ async function runStart(options: { config: string }): Promise<void> {
 }
 
 async function runCheckConfig(file: string): Promise<void> {
-  const config = await loadOrExit(file);
+  const config = await loadCheckedOrExit(file);
+  // Beyond the shared checks, check-config loads the PAC once: start runs without one (every PAC hop fails closed).
   const { buildRuntime } = await import('./app.js');
   const built = await buildRuntime(config, { env: process.env, log: silentLog, audit: nullSink });
   if (!built.ok) {

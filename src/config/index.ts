@@ -3,3 +3,4 @@ export * from './schema.js';
 export * from './defaults.js';
 export * from './load.js';
 export * from './listen-address.js';
+export * from './writable-path.js';

@@ -28,3 +28,24 @@ export function isLoopbackTcpListen(listen: string): boolean {
 
 export const NON_LOOPBACK_DEDICATED_MESSAGE =
   'a listener bound to a grant needs no token, so it must be unix:/path or a loopback IP literal (127.0.0.0/8 or [::1]); anyone who can reach another address acts for the grant';
+
+/**
+ * What is wrong with a listen address as written, or null: the checks that need no network, so that
+ * `check-config` refuses what `listen()` would (issue 17, item 3). A port above 65535 used to pass
+ * the file check and fail at bind with a RangeError; `unix:` alone resolved to the working directory.
+ */
+export function listenAddressProblem(listen: string): string | null {
+  if (isUnixListen(listen)) {
+    const file = listen.slice('unix:'.length);
+    if (file.trim() === '') return 'unix: needs the socket file path, such as unix:./state/proxy.sock';
+    if (file.includes('\0')) return 'a socket path cannot contain a NUL byte';
+    if (file.endsWith('/') || file === '.' || file === '..' || file.endsWith('/.') || file.endsWith('/..')) return `${file} names a directory; give the socket file's path inside it`;
+    return null;
+  }
+  if (!/^(\[[0-9a-fA-F:.]+\]|[^:\s[\]]+):\d{1,5}$/.test(listen)) return 'expected host:port, [v6]:port or unix:/path.sock';
+  const port = Number(listen.slice(listen.lastIndexOf(':') + 1));
+  if (port > 65535) return `port ${port} is out of range (0-65535; 0 picks a free port)`;
+  const host = listenHost(listen);
+  if (listen.startsWith('[') && !net.isIPv6(host)) return `[${host}] is not an IPv6 address`;
+  return null;
+}

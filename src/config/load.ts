@@ -1,11 +1,15 @@
 // Loads the config file: read → parse YAML → validate → cross-check → resolve paths → deep-freeze.
-// Every error names its key path; nothing here touches process (the caller passes cwd).
+// Every error names its full key path, and every error of a file is reported in one pass: sections
+// (and list items) that parse are cross-checked even when another fails, and the draft of what
+// parsed goes to the host checks (app.ts checkConfigDraft). Nothing here touches process (the caller
+// passes cwd).
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { isLoopbackTcpListen, isUnixListen, NON_LOOPBACK_DEDICATED_MESSAGE } from './listen-address.js';
-import { configSchema, type ConfigFile } from './schema.js';
+import { knownKeysAt, unknownKeyMessage } from './unknown-key.js';
+import { configSchema, grantSchema, listenerSchema, type ConfigFile, type GrantSection, type ListenerSection } from './schema.js';
 
 export interface ConfigIssue {
   readonly path: string;
@@ -14,7 +18,31 @@ export interface ConfigIssue {
 
 export type Config = Readonly<ConfigFile> & { readonly sourcePath: string };
 
-export type ConfigResult = { readonly ok: true; readonly config: Config } | { readonly ok: false; readonly issues: readonly ConfigIssue[] };
+/**
+ * What parsed of a config file, paths resolved: each section that parsed, and each list item that
+ * parsed at its own index (undefined where it did not). The host checks run on it, so a file with one
+ * schema error still has its other errors named in the same pass.
+ */
+export interface ConfigDraft {
+  readonly listeners: readonly (ListenerSection | undefined)[];
+  readonly grants: readonly (GrantSection | undefined)[];
+  readonly admin: ConfigFile['admin'] | undefined;
+  readonly dns: ConfigFile['dns'] | undefined;
+  readonly route: ConfigFile['route'] | undefined;
+  readonly ledger: ConfigFile['ledger'] | undefined;
+  readonly audit: ConfigFile['audit'] | undefined;
+  readonly state: string | undefined;
+}
+
+export type ConfigResult =
+  | { readonly ok: true; readonly config: Config }
+  /** `draft` is null when the file could not be read or is not YAML. */
+  | { readonly ok: false; readonly issues: readonly ConfigIssue[]; readonly draft?: ConfigDraft | null };
+
+export interface LoadOptions {
+  /** The clock a grant's expiresAt is compared with; Date.now() unless given. */
+  readonly nowMs?: number;
+}
 
 export function formatKeyPath(parts: readonly PropertyKey[]): string {
   let out = '';
@@ -25,47 +53,112 @@ export function formatKeyPath(parts: readonly PropertyKey[]): string {
   return out === '' ? '(root)' : out;
 }
 
-export async function loadConfig(file: string, cwd: string): Promise<ConfigResult> {
+export async function loadConfig(file: string, cwd: string, options: LoadOptions = {}): Promise<ConfigResult> {
   const sourcePath = path.resolve(cwd, file);
   let text: string;
   try {
     text = await readFile(sourcePath, 'utf8');
   } catch (error) {
-    return { ok: false, issues: [{ path: '(file)', message: `cannot read ${sourcePath}: ${(error as NodeJS.ErrnoException).code ?? String(error)}` }] };
+    return { ok: false, issues: [{ path: '(file)', message: `cannot read ${sourcePath}: ${(error as NodeJS.ErrnoException).code ?? String(error)}` }], draft: null };
   }
-  return parseConfigText(text, sourcePath, cwd);
+  return parseConfigText(text, sourcePath, cwd, options);
 }
 
-export function parseConfigText(text: string, sourcePath: string, cwd: string): ConfigResult {
+export function parseConfigText(text: string, sourcePath: string, cwd: string, options: LoadOptions = {}): ConfigResult {
   const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length > 0) {
-    return { ok: false, issues: doc.errors.map((e) => ({ path: '(yaml)', message: e.message.split('\n')[0] ?? e.message })) };
+    return { ok: false, issues: doc.errors.map((e) => ({ path: '(yaml)', message: e.message.split('\n')[0] ?? e.message })), draft: null };
   }
-  const parsed = configSchema.safeParse(doc.toJS() ?? {});
-  if (!parsed.success) return { ok: false, issues: zodIssues(parsed.error) };
-  const issues = crossCheck(parsed.data);
-  if (issues.length > 0) return { ok: false, issues };
+  const raw: unknown = doc.toJS() ?? {};
+  const nowMs = options.nowMs ?? Date.now();
+  const parsed = configSchema.safeParse(raw);
+  if (!parsed.success) {
+    // Cross-check what did parse, so one typo does not hide the file's other errors.
+    const draft = resolveDraft(draftOf(raw), cwd);
+    return { ok: false, issues: dedupeIssues([...zodIssues(parsed.error), ...crossCheck(draft, nowMs, rawGrantIds(raw))]), draft };
+  }
   const config = { ...resolvePaths(parsed.data, cwd), sourcePath };
+  const draft = configDraft(config);
+  const issues = crossCheck(draft, nowMs, new Set());
+  if (issues.length > 0) return { ok: false, issues, draft };
   return { ok: true, config: deepFreeze(config) };
 }
 
-function zodIssues(error: z.ZodError): ConfigIssue[] {
-  return error.issues.map((issue) => {
-    const keys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
-    return { path: formatKeyPath(issue.path), message: issue.message + keys };
+/** The draft of a config that parsed whole: every section and item present. */
+export function configDraft(config: ConfigFile): ConfigDraft {
+  const { listeners, grants, admin, dns, route, ledger, audit, state } = config;
+  return { listeners, grants, admin, dns, route, ledger, audit, state };
+}
+
+/** Each section parsed on its own, and each listener and grant on its own, keeping its index. */
+function draftOf(raw: unknown): ConfigDraft {
+  const top = isRecord(raw) ? raw : {};
+  const shape = configSchema.shape;
+  const one = <T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } }, value: unknown): T | undefined => {
+    const r = schema.safeParse(value);
+    return r.success ? r.data : undefined;
+  };
+  const items = <T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } }, value: unknown): (T | undefined)[] =>
+    Array.isArray(value) ? value.map((item) => one(schema, item)) : [];
+  return {
+    listeners: items(listenerSchema, top['listeners']),
+    grants: items(grantSchema, top['grants']),
+    admin: one(shape.admin, top['admin']),
+    dns: one(shape.dns, top['dns']),
+    route: one(shape.route, top['route']),
+    ledger: one(shape.ledger, top['ledger']),
+    audit: one(shape.audit, top['audit']),
+    state: one(shape.state, top['state']),
+  };
+}
+
+/** Grant ids as written, so a listener naming a grant that failed to parse is not also "no grant". */
+function rawGrantIds(raw: unknown): Set<string> {
+  const grants = isRecord(raw) ? raw['grants'] : undefined;
+  const ids = new Set<string>();
+  if (Array.isArray(grants)) for (const g of grants) if (isRecord(g) && typeof g['id'] === 'string') ids.add(g['id']);
+  return ids;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/** Each issue once: a check that runs on the draft and on the whole config may name the same one. */
+export function dedupeIssues(issues: readonly ConfigIssue[]): ConfigIssue[] {
+  const seen = new Set<string>();
+  return issues.filter((i) => {
+    const key = `${i.path}\0${i.message}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
   });
 }
 
-function crossCheck(config: ConfigFile): ConfigIssue[] {
+/** zod names the object for an unknown key; the operator needs the key itself: `dns.timeoutMz`. */
+function zodIssues(error: z.ZodError): ConfigIssue[] {
+  return error.issues.flatMap((issue) => {
+    if (issue.code !== 'unrecognized_keys') return [{ path: formatKeyPath(issue.path), message: issue.message }];
+    const known = knownKeysAt(issue.path);
+    return issue.keys.map((key) => ({ path: formatKeyPath([...issue.path, key]), message: unknownKeyMessage(key, known) }));
+  });
+}
+
+function crossCheck(draft: ConfigDraft, nowMs: number, unparsedGrantIds: ReadonlySet<string>): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
-  const grantIds = new Set<string>();
-  config.grants.forEach((grant, i) => {
-    if (grantIds.has(grant.id)) issues.push({ path: `grants[${i}].id`, message: `duplicate grant id "${grant.id}"` });
+  const grantIds = new Set<string>(unparsedGrantIds);
+  const seenIds = new Set<string>();
+  draft.grants.forEach((grant, i) => {
+    if (grant === undefined) return;
+    if (seenIds.has(grant.id)) issues.push({ path: `grants[${i}].id`, message: `duplicate grant id "${grant.id}"` });
+    seenIds.add(grant.id);
     grantIds.add(grant.id);
+    issues.push(...grantExpiry(grant, i, nowMs));
   });
   const names = new Set<string>();
   const addresses = new Set<string>();
-  config.listeners.forEach((listener, i) => {
+  draft.listeners.forEach((listener, i) => {
+    if (listener === undefined) return;
     if (names.has(listener.name)) issues.push({ path: `listeners[${i}].name`, message: `duplicate listener name "${listener.name}"` });
     names.add(listener.name);
     // Port 0 asks the kernel for a fresh port each time, so it can repeat.
@@ -76,15 +169,28 @@ function crossCheck(config: ConfigFile): ConfigIssue[] {
     }
     issues.push(...listenerExposure(listener, i));
   });
-  issues.push(...adminExposure(config.admin));
-  issues.push(...ledgerStore(config.ledger));
-  if (config.route.mode === 'proxy' && config.route.proxy === undefined) {
+  if (draft.admin !== undefined) issues.push(...adminExposure(draft.admin));
+  if (draft.ledger !== undefined) issues.push(...ledgerStore(draft.ledger));
+  const route = draft.route;
+  if (route?.mode === 'proxy' && route.proxy === undefined) {
     issues.push({ path: 'route.proxy', message: 'route.mode is proxy but route.proxy is missing' });
   }
-  if (config.route.mode === 'pac' && config.route.pac === undefined) {
+  if (route?.mode === 'pac' && route.pac === undefined) {
     issues.push({ path: 'route.pac', message: 'route.mode is pac but route.pac is missing' });
   }
   return issues;
+}
+
+/**
+ * A config grant that has already expired could never serve a hop: a stale file, named here rather
+ * than started with a grant that refuses everything with grant_expired (issue 17, item 3).
+ */
+function grantExpiry(grant: GrantSection, i: number, nowMs: number): ConfigIssue[] {
+  const at = grant.limits.expiresAt;
+  if (at === undefined) return [];
+  const atMs = at instanceof Date ? at.getTime() : Date.parse(at);
+  if (!(atMs <= nowMs)) return [];
+  return [{ path: `grants[${i}].limits.expiresAt`, message: `${at instanceof Date ? at.toISOString() : at} has passed: grant "${grant.id}" expired; remove it or set a later expiresAt` }];
 }
 
 /** Review 2026-12, finding 12: a token-less listener must not be reachable from the network. */
@@ -118,22 +224,48 @@ function resolveListen(listen: string, cwd: string): string {
   return listen.startsWith('unix:') ? `unix:${path.resolve(cwd, listen.slice(5))}` : listen;
 }
 
-function resolvePaths(config: ConfigFile, cwd: string): ConfigFile {
-  const admin = { ...config.admin };
-  if (admin.listen !== undefined) admin.listen = resolveListen(admin.listen, cwd);
-  const route = { ...config.route };
-  const file = (p: string | undefined): string | undefined => (p === undefined ? undefined : path.resolve(cwd, p));
+const resolveFile = (p: string | undefined, cwd: string): string | undefined => (p === undefined ? undefined : path.resolve(cwd, p));
+
+function resolveAdmin(admin: ConfigFile['admin'], cwd: string): ConfigFile['admin'] {
+  return admin.listen === undefined ? admin : { ...admin, listen: resolveListen(admin.listen, cwd) };
+}
+
+function resolveRoute(config: ConfigFile['route'], cwd: string): ConfigFile['route'] {
+  const route = { ...config };
+  const file = (p: string | undefined): string | undefined => resolveFile(p, cwd);
   if (route.proxy !== undefined) route.proxy = { ...route.proxy, credentialsFile: file(route.proxy.credentialsFile), caFile: file(route.proxy.caFile) };
   if (route.pac !== undefined) route.pac = { ...route.pac, file: file(route.pac.file), credentialsFile: file(route.pac.credentialsFile), caFile: file(route.pac.caFile) };
   if (route.system !== undefined) route.system = { ...route.system, caFile: file(route.system.caFile) };
-  const audit = { file: config.audit.file === 'stdout' || config.audit.file === 'stderr' ? config.audit.file : path.resolve(cwd, config.audit.file) };
+  return route;
+}
+
+function resolveAudit(audit: ConfigFile['audit'], cwd: string): ConfigFile['audit'] {
+  return { file: audit.file === 'stdout' || audit.file === 'stderr' ? audit.file : path.resolve(cwd, audit.file) };
+}
+
+function resolveListener<L extends ListenerSection | undefined>(l: L, cwd: string): L {
+  return (l === undefined ? l : { ...l, listen: resolveListen(l.listen, cwd) }) as L;
+}
+
+function resolvePaths(config: ConfigFile, cwd: string): ConfigFile {
   return {
     ...config,
-    listeners: config.listeners.map((l) => ({ ...l, listen: resolveListen(l.listen, cwd) })),
-    admin,
-    audit,
-    route,
+    listeners: config.listeners.map((l) => resolveListener(l, cwd)),
+    admin: resolveAdmin(config.admin, cwd),
+    audit: resolveAudit(config.audit, cwd),
+    route: resolveRoute(config.route, cwd),
     state: path.resolve(cwd, config.state),
+  };
+}
+
+function resolveDraft(draft: ConfigDraft, cwd: string): ConfigDraft {
+  return {
+    ...draft,
+    listeners: draft.listeners.map((l) => resolveListener(l, cwd)),
+    admin: draft.admin === undefined ? undefined : resolveAdmin(draft.admin, cwd),
+    audit: draft.audit === undefined ? undefined : resolveAudit(draft.audit, cwd),
+    route: draft.route === undefined ? undefined : resolveRoute(draft.route, cwd),
+    state: draft.state === undefined ? undefined : path.resolve(cwd, draft.state),
   };
 }
 

@@ -3,13 +3,15 @@ import { z } from 'zod';
 import { GRANTABLE_CLASSES } from '../core/index.js';
 import net from 'node:net';
 import { Defaults } from './defaults.js';
-import { isLoopbackTcpListen, isUnixListen, NON_LOOPBACK_DEDICATED_MESSAGE } from './listen-address.js';
+import { isLoopbackTcpListen, isUnixListen, listenAddressProblem, NON_LOOPBACK_DEDICATED_MESSAGE } from './listen-address.js';
 
+// One check for every listen address (listeners, admin, metrics, dedicated): what listen() would refuse.
 const listenAddress = z
   .string()
   .min(1)
-  .refine((v) => v.startsWith('unix:') || /^(\[[0-9a-fA-F:.]+\]|[^:\s[\]]+):\d{1,5}$/.test(v), {
-    message: 'expected host:port, [v6]:port or unix:/path.sock',
+  .superRefine((v, ctx) => {
+    const problem = listenAddressProblem(v);
+    if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
   });
 
 function isDnsServer(value: string): boolean {
@@ -30,7 +32,7 @@ function isCidr(value: string): boolean {
   return /^(0|[1-9][0-9]{0,2})$/.test(prefix) && Number(prefix) <= (net.isIPv6(address) ? 128 : 32);
 }
 
-const listenerSchema = z
+export const listenerSchema = z
   .strictObject({
     name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - (1-64)'),
     listen: listenAddress,
@@ -79,7 +81,7 @@ export const grantSpecSchema = z.strictObject({
 });
 export type GrantSpec = z.infer<typeof grantSpecSchema>;
 
-const grantSchema = z
+export const grantSchema = z
   .strictObject({
     id: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, 'letters, digits, _ . - (1-128), no colon'),
     tokenSha256: z.string().regex(/^[0-9a-f]{64}$/i, 'expected 64 hex digits (SHA-256 of the token)').optional(),

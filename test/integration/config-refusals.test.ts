@@ -1,6 +1,8 @@
 // Configs that would expose the admin API or a grant are refused the same way by `sluice check-config`
 // and `sluice start` (compiled dist/, as `npx sluice` runs them): exit 2, naming the key path
 // (review 2026-12, findings 10 and 12; issue 12 part 3). `start` must refuse before it listens on anything.
+// Issue 17, item 3: both run one validation, so on every invalid config they print the same errors,
+// line for line, every error of the file in one pass, unknown keys by their full path.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -15,6 +17,11 @@ const BIN = path.join(ROOT, 'bin/sluice.js');
 function sluice(args: string[]): { status: number | null; stderr: string } {
   const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 15_000, env: { ...process.env, SLUICE_ADMIN_TOKEN: '' } });
   return { status: r.status, stderr: r.stderr };
+}
+
+/** The `  key.path: reason` lines both commands print under `FILE: N error(s)`. */
+function issueLines(stderr: string): string[] {
+  return stderr.split('\n').filter((line) => line.startsWith('  ')).map((line) => line.trim());
 }
 
 describe('check-config and start agree', () => {
@@ -66,5 +73,50 @@ describe('check-config and start agree', () => {
     const started = sluice(['start', '--config', file]);
     expect(started.status).toBe(2);
     expect(started.stderr).toContain(keyPath);
+  });
+
+  const listeners = [{ name: 'shared', listen: '127.0.0.1:0' }];
+  const grant = { id: 'a', destinations: ['https://a.test'] };
+  // Each config, and the key path of every error it holds, in the order printed.
+  const table: [string, () => Record<string, unknown>, string[]][] = [
+    ['a port above 65535 (bind used to throw a RangeError, exit 1)', () => ({ listeners: [{ name: 'shared', listen: '127.0.0.1:99999' }] }), ['listeners[0].listen']],
+    ['an admin port above 65535', () => ({ listeners, admin: { listen: '127.0.0.1:70000', tokenSha256: 'ab'.repeat(32) } }), ['admin.listen']],
+    ['an empty unix: path (it resolved to the working directory)', () => ({ listeners: [{ name: 'shared', listen: 'unix:' }] }), ['listeners[0].listen']],
+    ['a unix: path naming a directory', () => ({ listeners: [{ name: 'shared', listen: `unix:${dir}/` }] }), ['listeners[0].listen']],
+    ['a config grant that has already expired', () => ({ listeners, grants: [{ ...grant, limits: { expiresAt: '2020-01-01T00:00:00Z' } }] }), ['grants[0].limits.expiresAt']],
+    ['a TCP admin listener without a token', () => ({ listeners, admin: { listen: '127.0.0.1:0' } }), ['admin.listen']],
+    ['an unknown top-level key', () => ({ listeners, timeuts: { dialMs: 1 } }), ['timeuts']],
+    ['an unknown key in a section', () => ({ listeners, dns: { timeoutMz: 5 } }), ['dns.timeoutMz']],
+    ['an unknown key in a list item', () => ({ listeners, grants: [grant, { id: 'b', destinatons: ['https://b.test'] }] }), ['grants[1].destinatons']],
+    [
+      'unknown keys three and four levels down',
+      () => ({ listeners: [{ name: 'lb', listen: '127.0.0.1:0', proxyProtocol: { trustedSource: ['10.0.0.0/8'] } }], grants: [{ ...grant, limits: { maxBytez: 1 } }] }),
+      ['listeners[0].proxyProtocol.trustedSources', 'listeners[0].proxyProtocol.trustedSource', 'grants[0].limits.maxBytez'],
+    ],
+    ['an audit file that is a directory', () => ({ listeners, audit: { file: dir } }), ['audit.file']],
+    [
+      'a schema error, a cross-check error and a host error in one file, all named in one pass',
+      () => ({
+        listeners,
+        dns: { timeoutMz: 5 },
+        grants: [
+          { ...grant, limits: { expiresAt: '2020-01-01T00:00:00Z' } },
+          { id: 'b', destinations: ['https://b.test'], tokenEnv: 'SLUICE_REFUSALS_UNSET_GRANT_TOKEN' },
+        ],
+      }),
+      ['dns.timeoutMz', 'grants[0].limits.expiresAt', 'grants[1].tokenEnv'],
+    ],
+  ];
+
+  it.each(table)('%s: check-config and start print the same errors, exit 2', (name, config, paths) => {
+    const file = write(`table-${name.replace(/\W+/g, '-').slice(0, 60)}.yaml`, config());
+    const checked = sluice(['check-config', file]);
+    const started = sluice(['start', '--config', file]);
+    expect(checked.status).toBe(2);
+    expect(started.status).toBe(2);
+    const lines = issueLines(checked.stderr);
+    expect(lines.map((line) => line.slice(0, line.indexOf(': ')))).toEqual(paths);
+    expect(checked.stderr).toContain(`${file}: ${paths.length} error(s)`);
+    expect(issueLines(started.stderr)).toEqual(lines);
   });
 });

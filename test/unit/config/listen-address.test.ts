@@ -2,7 +2,7 @@
 // (review 2026-12, finding 12). Literal loopback IPs only; a name is never trusted, since a hosts file
 // or resolver decides where it points.
 import { describe, expect, it } from 'vitest';
-import { isLoopbackTcpListen } from '../../../src/config/index.js';
+import { isLoopbackTcpListen, listenAddressProblem } from '../../../src/config/index.js';
 
 describe('isLoopbackTcpListen', () => {
   it.each([
@@ -24,5 +24,26 @@ describe('isLoopbackTcpListen', () => {
     ['unix:/run/sluice/a.sock', false], // not TCP at all
   ])('%s → %s', (listen, expected) => {
     expect(isLoopbackTcpListen(listen)).toBe(expected);
+  });
+});
+
+describe('listenAddressProblem: what listen() would refuse, named before start (issue 17, item 3)', () => {
+  it.each([
+    ['127.0.0.1:99999', /port 99999 is out of range/],
+    ['[::1]:65536', /port 65536 is out of range/],
+    ['unix:', /needs the socket file path/],
+    ['unix:   ', /needs the socket file path/],
+    ['unix:/run/sluice/', /names a directory/],
+    ['unix:.', /names a directory/],
+    ['unix:/run/..', /names a directory/],
+    ['[nothex]:80', /expected host:port/],
+    ['[1:2:3]:80', /not an IPv6 address/],
+    ['127.0.0.1', /expected host:port/],
+  ])('refuses %s', (listen, problem) => {
+    expect(listenAddressProblem(listen)).toMatch(problem);
+  });
+
+  it.each([['127.0.0.1:0'], ['127.0.0.1:65535'], ['[::1]:3180'], ['localhost:3180'], ['unix:./state/a.sock'], ['unix:/run/a.sock']])('accepts %s', (listen) => {
+    expect(listenAddressProblem(listen)).toBeNull();
   });
 });

@@ -28,7 +28,7 @@ describe('listeners[].proxyProtocol', () => {
     const empty = load({ proxyProtocol: { trustedSources: [] } });
     expect(!empty.ok && empty.issues[0]?.path).toBe('listeners[0].proxyProtocol.trustedSources');
     const unknown = load({ proxyProtocol: { trustedSources: ['10.0.0.0/8'], version: 2 } });
-    expect(!unknown.ok && unknown.issues[0]?.path).toBe('listeners[0].proxyProtocol');
+    expect(!unknown.ok && unknown.issues[0]?.path).toBe('listeners[0].proxyProtocol.version');
     const unix = load({ listen: 'unix:/tmp/lb.sock', proxyProtocol: { trustedSources: ['10.0.0.0/8'] } });
     expect(unix.ok).toBe(false);
     expect(!unix.ok && unix.issues).toEqual([

@@ -64,3 +64,50 @@ describe('a TCP admin listener needs a token (finding 10: a config error, not a 
     expect(issuesOf({ listeners, admin })).toEqual([]);
   });
 });
+
+describe('every error of a file in one pass (issue 17, item 3)', () => {
+  const listeners = [{ name: 'shared', listen: '127.0.0.1:0' }];
+
+  it('cross-checks the sections that parsed when another has a schema error', () => {
+    const issues = issuesOf({
+      listeners: [...listeners, { name: 'shared', listen: '127.0.0.1:0' }],
+      dns: { timeoutMs: -1 },
+      grants: [
+        { id: 'a', destinations: [] },
+        { id: 'a', destinations: [] },
+      ],
+    });
+    expect(issues.map((i) => i.path)).toEqual(['dns.timeoutMs', 'grants[1].id', 'listeners[1].name']);
+  });
+
+  it('does not call a grant missing when it is there but has an error of its own', () => {
+    const issues = issuesOf({ listeners: [{ name: 's', listen: 'unix:/run/s.sock', grant: 'b' }], grants: [{ id: 'b', destinations: 'not-a-list' }] });
+    expect(issues.map((i) => i.path)).toEqual(['grants[0].destinations']);
+  });
+
+  it('returns the draft of what parsed, paths resolved, list items at their own index', () => {
+    const parsed = parseConfigText(stringify({ listeners: [{ name: 'x', listen: 'nope' }, { name: 'y', listen: 'unix:./y.sock' }], grants, dns: { nope: 1 } }), '/cfg/s.yaml', '/cfg');
+    expect(parsed.ok).toBe(false);
+    const draft = !parsed.ok ? parsed.draft : null;
+    expect(draft?.listeners.map((l) => l?.listen)).toEqual([undefined, 'unix:/cfg/y.sock']);
+    expect(draft?.dns).toBeUndefined();
+    expect(draft?.grants.map((g) => g?.id)).toEqual(['a']);
+  });
+});
+
+describe('a config grant that has already expired is an error, not a grant that refuses every hop', () => {
+  const at = '2030-01-01T00:00:00Z';
+  const atMs = Date.parse(at);
+  const text = stringify({ listeners: [{ name: 'shared', listen: '127.0.0.1:0' }], grants: [{ id: 'a', destinations: [], limits: { expiresAt: at } }] });
+
+  it('is refused from its expiresAt on, naming grants[N].limits.expiresAt', () => {
+    for (const nowMs of [atMs, atMs + 86_400_000]) {
+      const parsed = parseConfigText(text, '/cfg/s.yaml', '/cfg', { nowMs });
+      expect(!parsed.ok && parsed.issues).toEqual([{ path: 'grants[0].limits.expiresAt', message: expect.stringContaining('has passed') }]);
+    }
+  });
+
+  it('is accepted one millisecond before', () => {
+    expect(parseConfigText(text, '/cfg/s.yaml', '/cfg', { nowMs: atMs - 1 }).ok).toBe(true);
+  });
+});
