@@ -1,6 +1,6 @@
 // `sluice explain`: runs a hop's policy stages for a grant and a target without connecting, and reports
 // each step: canonical destination, matched rule, resolved addresses and classes, route, attested, reason.
-import { canonicalize, parseAbsoluteTarget } from '../authority/index.js';
+import { authorize, canonicalize, parseAbsoluteTarget } from '../authority/index.js';
 import { Reasons, type ReasonCode } from '../core/index.js';
 import { checkGrantLive, decideDestination, decisionOf, Hop, isAttested, type ProxyRuntime } from '../proxy/index.js';
 import type { RuntimeGrant } from '../grant/index.js';
@@ -73,7 +73,9 @@ export async function explain(rt: ProxyRuntime, grantId: string, target: string,
   hop.principal = { grantId, via: 'listener' };
   const found = grantOf(rt, grantId, choice);
   if (hop.isAllowed && checkGrantLive(hop, found.grant, rt.now())) await decideDestination(rt, hop, found.grant);
-  const decision = decisionOf(hop, { id: '-', listener: '-' });
+  const mediated = await asMediated(rt, hop, found.grant);
+  const shown = mediated ?? hop;
+  const decision = decisionOf(shown, { id: '-', listener: '-' });
   let badInput: string | null = null;
   if (isTargetMalformed) {
     const why = decision.detail === null || decision.detail === '' ? Reasons[decision.reason].message : decision.detail;
@@ -83,17 +85,17 @@ export async function explain(rt: ProxyRuntime, grantId: string, target: string,
     grant: grantId,
     source: choice.from,
     target,
-    request: decision.request,
+    request: hop.kind,
     canonical: decision.canonical,
     rule: decision.rule,
     addresses: decision.addresses,
-    pinned: hop.pinned.map((p) => p.address),
+    pinned: shown.pinned.map((p) => p.address),
     route: decision.route,
     routeSummary: rt.routes.summary?.lines ?? [],
-    pacAnswer: hop.route?.pacAnswer ?? null,
-    alternatives: hop.routeHops.map((h) => ({
+    pacAnswer: shown.route?.pacAnswer ?? null,
+    alternatives: shown.routeHops.map((h) => ({
       hop: h.kind === 'direct' ? 'direct' : `proxy ${h.proxy.label}${h.proxy.sendResolvedAddress ? ' (sends the checked address)' : ''}`,
-      attested: isAttested(h, hop),
+      attested: isAttested(h, shown),
       credentialObserving: h.kind === 'proxy' && h.proxy.inspectsTls,
     })),
     attested: decision.attested,
@@ -103,6 +105,26 @@ export async function explain(rt: ProxyRuntime, grantId: string, target: string,
     detail: decision.detail,
     badInput,
   };
+}
+
+const MEDIATED_DETAIL = 'mediated: the CONNECT is accepted and each HTTP/1.1 request inside is its own hop, decided as this one';
+
+/**
+ * A CONNECT that only http:// rules grant is not refused by the proxy: it is mediated (proxy/mediated-
+ * tunnel.ts), and each request inside is decided as an absolute-form request to the same destination.
+ * Explained as that request would be; null when the CONNECT's own decision stands.
+ */
+async function asMediated(rt: ProxyRuntime, hop: Hop, grant: RuntimeGrant | undefined): Promise<Hop | null> {
+  const dest = hop.canonical;
+  if (hop.kind !== 'connect' || hop.reason !== 'destination_not_granted' || grant === undefined || dest === null) return null;
+  const rule = authorize(grant.authority, 'forward', dest);
+  if (!rule.ok || !rule.value.text.startsWith('http://')) return null;
+  const inside = new Hop(1, 'forward', 'GET', `http://${dest.key}/`);
+  inside.scheme = 'http';
+  inside.canonical = dest;
+  inside.principal = hop.principal;
+  if (checkGrantLive(inside, grant, rt.now()) && (await decideDestination(rt, inside, grant))) inside.detail = MEDIATED_DETAIL;
+  return inside;
 }
 
 /** The grant to decide against, or why there is none (an unknown id is bad input, not a denial). */

@@ -51,6 +51,20 @@ describe('explain', () => {
     expect(await explain(rt, 'cfg', 'https://api.test', runTime)).toMatchObject({ decision: 'deny', reason: 'destination_not_granted' });
   });
 
+  it('a host:port that only an http:// rule grants is explained as the proxy runs it: mediated, each request decided', async () => {
+    const httpOnly = fromInstance({ destinations: ['http://api.test:8080'], allowAddressClasses: ['loopback'] });
+    const mediated = await explain(rt, 'g-2', 'api.test:8080', httpOnly);
+    expect(mediated).toMatchObject({ request: 'connect', decision: 'allow', rule: 'http://api.test:8080', pinned: ['127.0.0.1'], badInput: null });
+    expect(mediated.detail).toMatch(/^mediated/);
+    expect(exitCodeOf(mediated)).toBe(0);
+    // The requests inside are still held to the address classes: a private answer is refused.
+    const lan = await explain(rt, 'g-3', 'lan.test:8080', fromInstance({ destinations: ['http://lan.test:8080'] }));
+    expect(lan).toMatchObject({ request: 'connect', decision: 'deny', reason: 'address_class_denied' });
+    // A ws:// rule does not mediate, and a port no rule names stays refused.
+    expect(await explain(rt, 'g-4', 'api.test:8080', fromInstance({ destinations: ['ws://api.test:8080'], allowAddressClasses: ['loopback'] }))).toMatchObject({ decision: 'deny', reason: 'destination_not_granted' });
+    expect(await explain(rt, 'g-2', 'api.test:9090', httpOnly)).toMatchObject({ decision: 'deny', reason: 'destination_not_granted' });
+  });
+
   it('a revoked or expired grant at the instance is a denial (1), whatever the config file says', async () => {
     const revoked = await explain(rt, 'cfg', 'https://api.test', fromInstance({ destinations: ['https://api.test'], allowAddressClasses: ['loopback'] }, true));
     expect(revoked).toMatchObject({ decision: 'deny', reason: 'grant_revoked', badInput: null });
