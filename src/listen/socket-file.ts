@@ -31,13 +31,14 @@ export interface SocketFile {
 /**
  * Why a socket file could not be put in place: `not-a-socket` and `in-use` (something is at the path
  * already), `too-long` (no room for the private directory in sun_path), `group` (chown refused), `link`
- * (linking into place failed; `cause` is the error of link()). The message is worded for a listener,
+ * (linking into place failed; `cause` is the error of link()), `directory` (its directory could not be
+ * created, or is not writable; `cause` is the error of mkdir() or mkdtemp()). The message is worded for a listener,
  * `unix:<path>: …`; a caller with its own key to name (admin.listen) rewords it by `refusal`.
  */
 export class SocketFileError extends Error {
   constructor(
     readonly file: string,
-    readonly refusal: 'not-a-socket' | 'in-use' | 'too-long' | 'group' | 'link',
+    readonly refusal: 'not-a-socket' | 'in-use' | 'too-long' | 'group' | 'link' | 'directory',
     why: string,
     options?: ErrorOptions,
   ) {
@@ -53,10 +54,11 @@ const PATH_TAKEN = 'the path exists and something answers on it, or it is not a 
  * is refused, and nothing is listening when this rejects.
  */
 export async function bindUnixSocket(server: net.Server, file: string, gid: number | null, probe: UnixSocketProbe): Promise<SocketFile> {
-  // A missing directory is created private (`unix:./state/a.sock` on a fresh machine; docs/configuration.md).
-  await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+  await ensureSocketDir(file);
   await removeStaleSocket(file, probe);
-  const privateDir = await fs.mkdtemp(path.join(path.dirname(file), PRIVATE_DIR_PREFIX));
+  const privateDir = await fs.mkdtemp(path.join(path.dirname(file), PRIVATE_DIR_PREFIX)).catch((error: NodeJS.ErrnoException) => {
+    throw new SocketFileError(file, 'directory', `cannot create a private directory in ${path.dirname(file)} (${error.code ?? error.message}); Sluice's user must be able to write there`, { cause: error });
+  });
   const staged = path.join(privateDir, 's');
   try {
     const bytes = Buffer.byteLength(staged);
@@ -79,6 +81,25 @@ export async function bindUnixSocket(server: net.Server, file: string, gid: numb
     throw error;
   } finally {
     await fs.rm(privateDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A missing directory (and its missing parents) is created 0700, as the admin socket's is: on a fresh
+ * machine `unix:./state/a.sock` must not fail with a bare EACCES or ENOENT (issue 17, item 4). The mode
+ * is set explicitly, since mkdir's is masked by the umask; a directory that exists is never changed (it
+ * may be shared, and its owner chose its mode).
+ */
+async function ensureSocketDir(file: string): Promise<void> {
+  const dir = path.resolve(path.dirname(file));
+  const first = await fs.mkdir(dir, { recursive: true, mode: 0o700 }).catch((error: NodeJS.ErrnoException) => {
+    throw new SocketFileError(file, 'directory', `cannot create its directory ${dir} (${error.code ?? error.message}); create it, or choose a path Sluice's user may create`, { cause: error });
+  });
+  if (first === undefined) return;
+  // Only the directories mkdir just made: from the deepest up to the first one it created.
+  for (let created = dir; ; created = path.dirname(created)) {
+    await fs.chmod(created, 0o700);
+    if (created === first || path.dirname(created) === created) break;
   }
 }
 

@@ -39,6 +39,37 @@ describe('bindUnixSocket', () => {
     expect(fs.statSync(path.dirname(file)).mode & 0o777).toBe(0o700);
   });
 
+  it('creates every missing directory of a nested path 0700, whatever the umask (issue 17, item 4)', async () => {
+    const file = path.join(dir, 'a', 'b', 'c', 'g.sock');
+    // An umask that takes the owner's write bit would leave 0500 directories nobody can bind in.
+    const umask = process.umask(0o277);
+    try {
+      await bindUnixSocket(server(), file, null, isUnixSocketAlive);
+    } finally {
+      process.umask(umask);
+    }
+    expect(await isUnixSocketAlive(file)).toBe(true);
+    for (const d of ['a', 'a/b', 'a/b/c']) expect(fs.statSync(path.join(dir, d)).mode & 0o777, d).toBe(0o700);
+  });
+
+  it('never changes the mode of a directory that exists, its own or a parent', async () => {
+    fs.mkdirSync(path.join(dir, 'shared'), { mode: 0o755 });
+    fs.chmodSync(path.join(dir, 'shared'), 0o755);
+    await bindUnixSocket(server(), path.join(dir, 'shared', 'a.sock'), null, isUnixSocketAlive);
+    await bindUnixSocket(server(), path.join(dir, 'shared', 'new', 'b.sock'), null, isUnixSocketAlive);
+    expect(fs.statSync(path.join(dir, 'shared')).mode & 0o777).toBe(0o755);
+    expect(fs.statSync(path.join(dir, 'shared', 'new')).mode & 0o777).toBe(0o700);
+  });
+
+  it('names a directory it cannot create `directory`, with the path and the error code, instead of a bare errno', async () => {
+    fs.writeFileSync(path.join(dir, 'plain'), '');
+    const file = path.join(dir, 'plain', 'sub', 'a.sock');
+    const error = await bindUnixSocket(server(), file, null, isUnixSocketAlive).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SocketFileError);
+    expect((error as SocketFileError).refusal).toBe('directory');
+    expect((error as Error).message).toBe(`unix:${file}: cannot create its directory ${path.join(dir, 'plain', 'sub')} (ENOTDIR); create it, or choose a path Sluice's user may create`);
+  });
+
   it('replaces a stale socket file that nothing answers on', async () => {
     const file = path.join(dir, 'a.sock');
     // Closing without removeSocketFile leaves the file behind, as a crash would.
