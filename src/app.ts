@@ -7,7 +7,7 @@ import { canonicalizeHost } from './authority/index.js';
 import { FleetSync, Ledger, LedgerStore, RedisLedgerStore, UsageFile, type GrantRecord } from './ledger/index.js';
 import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSystemLookup, type ReadInterfaces } from './resolve/index.js';
 import { buildRoutes, type PacSource } from './route/index.js';
-import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive } from './egress/index.js';
+import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive, upstreamFailureLogger } from './egress/index.js';
 import { checkAdminSection, resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
 import { createForwardAgent } from './relay/index.js';
 import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
@@ -188,7 +188,8 @@ export async function buildRuntime(
   const routes = buildRoutes(config.route, options.env, {
     lookupSync: (host) => resolver.peek(host)?.map((a) => a.address) ?? null,
     fetchText,
-    onPacError: (message) => log.error({ route: 'pac' }, message),
+    // The route fails closed (pac_unavailable) and the source retries: a warning, not a fault of Sluice's.
+    onPacError: (message) => log.warn({ route: 'pac' }, message),
     onPacLoad: () => log.info({ route: 'pac' }, 'PAC script loaded'),
     onPacCache: (hit) => metricsRef.current?.pacCache(hit),
   }, { maxPacWaitingPerGrant: config.limits.maxPacWaitingPerGrant });
@@ -205,7 +206,7 @@ export async function buildRuntime(
   }
   const upstreams = routes.value.upstreams;
   const dialOptions = { timeoutMs: config.timeouts.dialMs };
-  const upstreamOptions = { timeoutMs: config.timeouts.upstreamMs };
+  const upstreamOptions = { timeoutMs: config.timeouts.upstreamMs, onFailure: upstreamFailureLogger(log) };
   const registry = new GrantRegistry(self, Date.now);
   const tokens = configTokens(config.grants, options.env);
   if (!tokens.ok) return tokens;
@@ -217,7 +218,7 @@ export async function buildRuntime(
   const freshness = { isFresh: (): boolean => true };
   const runtime: ProxyRuntime = {
     gate: new ConnectionGate(config.limits.maxConnections),
-    authThrottle: new AuthThrottle({ perGrantId: config.limits.authFailuresPerMinute, perSource: config.limits.authFailuresPerMinutePerSource }, Date.now),
+    authThrottle: new AuthThrottle({ perGrantId: config.limits.authFailuresPerMinute, perSource: config.limits.authFailuresPerMinutePerSource }, Date.now, log),
     maxHeaderCount: config.limits.maxHeaderCount,
     handshakeTimeoutMs: config.timeouts.headersMs,
     metrics,
@@ -345,12 +346,13 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
 
   let current = config;
   async function reload(): Promise<ControlResult<{ endedConnections: number }>> {
-    const loaded = await loadConfig(current.sourcePath, options.cwd ?? '/');
+    // The one validation check-config and start run (loadCheckedConfig): a reload refuses what they refuse.
+    const loaded = await loadCheckedConfig(current.sourcePath, { env: options.env, cwd: options.cwd ?? '/', ...(options.hostInterfaces === undefined ? {} : { hostInterfaces: options.hostInterfaces }) });
     if (!loaded.ok) return { ok: false, status: 400, reason: 'config_invalid', issues: loaded.issues };
     const next = loaded.config;
     const nextIssues = checkConfigGrants(next.grants, options.env, self);
     const nextTokens = configTokens(next.grants, options.env);
-    if (nextIssues.length > 0 || !nextTokens.ok) return { ok: false, status: 400, reason: 'config_invalid', issues: nextIssues };
+    if (nextIssues.length > 0 || !nextTokens.ok) return { ok: false, status: 400, reason: 'config_invalid', issues: nextTokens.ok ? nextIssues : [...nextIssues, ...nextTokens.issues] };
     // Apply atomically: the ledger and the grants in force change together, and only grants change.
     const dropped = current.grants.map((g) => g.id).filter((id) => !next.grants.some((g) => g.id === id) && ledger.get(id)?.source === 'config');
     ledger.setConfigGrants(next.grants);
@@ -370,6 +372,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     registry,
     dedicated,
     reload,
+    log: runtime.log,
     ledgerFresh: () => freshness.isFresh(),
     readiness: () => {
       // A balancer must stop sending while the listeners are shut and live connections drain.
