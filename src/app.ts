@@ -1,8 +1,8 @@
 // The composition root: builds every module from the frozen config and wires them through ports.
 // The only file that knows every module; it touches no process globals (main.ts passes env and cwd).
 import net from 'node:net';
-import { ProxyError, type ControlResult, type LookupAll, type LookupAnswer, type ProxyControl } from './core/index.js';
-import { configDraft, dedupeIssues, loadConfig, unwritableReason, type Config, type ConfigDraft, type ConfigIssue, type ConfigResult, type LoadOptions } from './config/index.js';
+import { ProxyError, type ControlResult, type LookupAll, type LookupAnswer, type ProxyControl, type ReloadOutcome } from './core/index.js';
+import { configDraft, dedupeIssues, loadConfig, unwritableReason, type Config, type ConfigDraft, type ConfigIssue, type ConfigResult, type ListenerSection, type LoadOptions } from './config/index.js';
 import { canonicalizeHost } from './authority/index.js';
 import { FleetSync, Ledger, LedgerStore, RedisLedgerStore, UsageFile, type GrantRecord } from './ledger/index.js';
 import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSystemLookup, type ReadInterfaces } from './resolve/index.js';
@@ -323,7 +323,8 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     usageFile.start(() => registry.usageSnapshot(), USAGE_FLUSH_MS);
   }
 
-  const listeners = await startListeners(runtime, config.listeners, httpLimits(config));
+  // Replaced in place by a reload that adds, removes or changes listeners (reloadListeners).
+  const listeners: BoundListener[] = await startListeners(runtime, config.listeners, httpLimits(config));
   for (const l of listeners) self.add(l.address);
   const limits = httpLimits(config);
   const dedicated = new DedicatedListeners<BoundListener>({
@@ -345,7 +346,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
   if (sync !== null) freshness.isFresh = () => sync.isFresh();
 
   let current = config;
-  async function reload(): Promise<ControlResult<{ endedConnections: number }>> {
+  async function reload(): Promise<ControlResult<ReloadOutcome>> {
     // The one validation check-config and start run (loadCheckedConfig): a reload refuses what they refuse.
     const loaded = await loadCheckedConfig(current.sourcePath, { env: options.env, cwd: options.cwd ?? '/', ...(options.hostInterfaces === undefined ? {} : { hostInterfaces: options.hostInterfaces }) });
     if (!loaded.ok) return { ok: false, status: 400, reason: 'config_invalid', issues: loaded.issues };
@@ -353,7 +354,10 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     const nextIssues = checkConfigGrants(next.grants, options.env, self);
     const nextTokens = configTokens(next.grants, options.env);
     if (nextIssues.length > 0 || !nextTokens.ok) return { ok: false, status: 400, reason: 'config_invalid', issues: nextTokens.ok ? nextIssues : [...nextIssues, ...nextTokens.issues] };
-    // Apply atomically: the ledger and the grants in force change together, and only grants change.
+    // Listeners first: one that cannot bind rolls the whole reload back before any grant changes.
+    const relisted = await reloadListeners(runtime, listeners, current.listeners, next.listeners, httpLimits(next), self);
+    if (!relisted.ok) return { ok: false, status: 400, reason: 'config_invalid', issues: [relisted.issue] };
+    // The ledger and the grants in force change together.
     const dropped = current.grants.map((g) => g.id).filter((id) => !next.grants.some((g) => g.id === id) && ledger.get(id)?.source === 'config');
     ledger.setConfigGrants(next.grants);
     const revoked = new Set(ledger.list().filter((r) => r.source === 'config' && r.revokedAt !== null).map((r) => r.id));
@@ -361,9 +365,14 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     ended += installConfigGrants(registry, next, nextTokens.value, revoked);
     // The grant table's revision already moved; a reload empties the hop cache outright all the same.
     runtime.hopCache.clear();
+    ended += await relisted.retire();
+    const changed = changedSections(current, next);
+    const needsRestart = changed.filter((section) => !RELOADED_SECTIONS.has(section));
     current = next;
-    runtime.log.info({ endedConnections: ended }, 'config reloaded (grants applied; listener, route and dns changes need a restart)');
-    return { ok: true, value: { endedConnections: ended } };
+    const listenerChanges = { added: relisted.added, removed: relisted.removed, changed: relisted.changed };
+    runtime.log.info({ endedConnections: ended, changed, listeners: listenerChanges }, `config reloaded: ${changed.length === 0 ? 'nothing changed' : `changed ${changed.join(', ')}`}`);
+    if (needsRestart.length > 0) runtime.log.warn({ needsRestart }, `config reloaded, but ${needsRestart.join(', ')} take effect only after a restart`);
+    return { ok: true, value: { endedConnections: ended, changed, needsRestart, listeners: listenerChanges } };
   }
 
   let closing = false;
@@ -431,6 +440,86 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
       await runtime.forwardAgent.close();
       await runtime.upstreamAgent.close();
       await runtime.audit.flush();
+    },
+  };
+}
+
+/** The config sections a reload applies; a change to any other is reported as needing a restart. */
+const RELOADED_SECTIONS: ReadonlySet<string> = new Set(['grants', 'listeners']);
+
+/** The top-level sections whose value differs between two configs, in the config's order. */
+function changedSections(from: Config, to: Config): string[] {
+  const keys = [...new Set([...Object.keys(from), ...Object.keys(to)])].filter((key) => key !== 'sourcePath');
+  return keys.filter((key) => JSON.stringify((from as unknown as Record<string, unknown>)[key]) !== JSON.stringify((to as unknown as Record<string, unknown>)[key]));
+}
+
+type ListenerReload =
+  | { readonly ok: true; readonly added: string[]; readonly removed: string[]; readonly changed: string[]; retire(): Promise<number> }
+  | { readonly ok: false; readonly issue: ConfigIssue };
+
+/**
+ * Brings the bound listeners to `to`: a listener whose section is unchanged keeps running with its
+ * connections; a new one is bound; a removed or changed one is closed once the reload is kept
+ * (`retire`, its live tunnels end with proxy_shutdown). A changed listener on another address is bound
+ * before the old one closes; on the same address the old one closes first. If any bind fails,
+ * everything is put back as it was and nothing else of the reload happens.
+ */
+async function reloadListeners(runtime: ProxyRuntime, live: BoundListener[], from: readonly ListenerSection[], to: readonly ListenerSection[], limits: HttpLimits, self: SelfAddresses): Promise<ListenerReload> {
+  const same = (a: ListenerSection, b: ListenerSection): boolean => JSON.stringify(a) === JSON.stringify(b);
+  const before = new Map(from.map((section) => [section.name, section]));
+  const after = new Map(to.map((section) => [section.name, section]));
+  const removed = from.filter((section) => !after.has(section.name));
+  const changed = to.filter((section) => before.has(section.name) && !same(before.get(section.name) as ListenerSection, section));
+  const added = to.filter((section) => !before.has(section.name));
+  const boundOf = (name: string): BoundListener | undefined => live.find((l) => l.name === name);
+  const started: BoundListener[] = [];
+  const closedEarly: ListenerSection[] = [];
+  const rollBack = async (section: ListenerSection, error: unknown): Promise<ListenerReload> => {
+    await stopListeners(started, 0);
+    for (const old of closedEarly) {
+      const [again] = await startListeners(runtime, [old], limits).catch((e: Error) => {
+        runtime.log.error({ listener: old.name }, `reload rollback: cannot bind listener ${old.name} again: ${e.message}`);
+        return [];
+      });
+      const at = live.findIndex((l) => l.name === old.name);
+      if (again !== undefined && at >= 0) live[at] = again;
+    }
+    const index = to.indexOf(section);
+    return { ok: false, issue: { path: `listeners[${index}].listen`, message: `cannot bind ${section.listen}: ${(error as Error).message}; the running config is kept` } };
+  };
+  for (const section of [...added, ...changed]) {
+    const old = before.get(section.name);
+    const previous = boundOf(section.name);
+    try {
+      if (old !== undefined && old.listen === section.listen && previous !== undefined) {
+        // The same address cannot be bound twice: the old listener goes first, and comes back on failure.
+        await stopListeners([previous], 0);
+        closedEarly.push(old);
+      }
+      const [bound] = await startListeners(runtime, [section], limits);
+      if (bound !== undefined) started.push(bound);
+    } catch (error) {
+      return rollBack(section, error);
+    }
+  }
+  for (const bound of started) self.add(bound.address);
+  const retiring: BoundListener[] = [];
+  for (const section of [...removed, ...changed]) {
+    const old = boundOf(section.name);
+    if (old !== undefined && !closedEarly.some((c) => c.name === section.name)) retiring.push(old);
+  }
+  // The new set, in the new config's order: unchanged ones keep their server and connections.
+  const next = to.map((section) => started.find((l) => l.name === section.name) ?? boundOf(section.name)).filter((l): l is BoundListener => l !== undefined);
+  live.splice(0, live.length, ...next);
+  return {
+    ok: true,
+    added: added.map((s) => s.name),
+    removed: removed.map((s) => s.name),
+    changed: changed.map((s) => s.name),
+    async retire() {
+      const ended = retiring.reduce((n, l) => n + l.sockets.size, 0);
+      await stopListeners(retiring, 0);
+      return ended;
     },
   };
 }

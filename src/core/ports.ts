@@ -59,8 +59,18 @@ export interface ProxyControl {
    */
   rotateGrant(id: string, graceMs: number): Promise<ControlResult<{ readonly id: string; readonly token: string; readonly grant: GrantView; readonly previousTokenUntil: string | null; readonly endedConnections: number }>>;
   /** Validates the config file again and applies it atomically, or keeps the running config. */
-  reload(): Promise<ControlResult<{ readonly endedConnections: number }>>;
+  reload(): Promise<ControlResult<ReloadOutcome>>;
   readiness(): { readonly ready: boolean; readonly detail: string };
   /** False while a fleet instance has not reached its shared ledger store within ledger.maxStaleMs (absent: always fresh). */
   ledgerFresh?(): boolean;
+}
+
+/** What a reload did: the sections that changed, those that need a restart to apply, and the listeners. */
+export interface ReloadOutcome {
+  readonly endedConnections: number;
+  /** Top-level config sections whose value changed (`grants`, `listeners`, `route`, ...). */
+  readonly changed: readonly string[];
+  /** Of those, the ones this reload did not apply: they take effect after a restart. */
+  readonly needsRestart: readonly string[];
+  readonly listeners: { readonly added: readonly string[]; readonly removed: readonly string[]; readonly changed: readonly string[] };
 }

@@ -2,7 +2,7 @@
 // readiness. Every change goes to the ledger first (durable), then to the grants in force; a token is
 // returned once, by issue or rotate, and is in no view, log line or state file. Each change is logged
 // at info by grant id.
-import { ProxyError, type ControlIssue, type ControlResult, type GrantView, type ProxyControl } from '../core/index.js';
+import { ProxyError, type ControlIssue, type ControlResult, type GrantView, type ProxyControl, type ReloadOutcome } from '../core/index.js';
 import { formatKeyPath, grantSpecSchema, type GrantSpec } from '../config/index.js';
 import type { GrantRecord, Ledger } from '../ledger/index.js';
 import type { OperationalLog } from '../audit/index.js';
@@ -13,7 +13,7 @@ export interface ControlDeps {
   readonly ledger: Ledger;
   readonly registry: GrantRegistry;
   readonly dedicated: DedicatedListeners;
-  readonly reload: () => Promise<ControlResult<{ readonly endedConnections: number }>>;
+  readonly reload: () => Promise<ControlResult<ReloadOutcome>>;
   readonly readiness: () => { readonly ready: boolean; readonly detail: string };
   /** False while a shared ledger store is out of reach for longer than ledger.maxStaleMs. */
   readonly ledgerFresh: () => boolean;

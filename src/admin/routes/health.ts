@@ -15,5 +15,6 @@ export const readyz: RouteAction = (control) => {
 export const reload: RouteAction = async (control) => {
   const result = await control.reload();
   if (!result.ok) return controlFailureReply(result);
-  return { status: 200, body: { reloaded: true, endedConnections: result.value.endedConnections } };
+  const { endedConnections, changed, needsRestart, listeners } = result.value;
+  return { status: 200, body: { reloaded: true, endedConnections, changed, needsRestart, listeners } };
 };

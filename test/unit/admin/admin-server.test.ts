@@ -110,7 +110,7 @@ describe('admin server on a Unix socket', () => {
     expect(await call(unix, 'POST', '/v1/reload')).toMatchObject({ status: 200, json: { reloaded: true, endedConnections: 0 } });
     control.reloadResult = { ok: false, status: 400, reason: 'config_invalid', issues: [{ path: 'grants[0].destinations[0]', message: 'bad' }] };
     expect(await call(unix, 'POST', '/v1/reload')).toMatchObject({ status: 400, json: { error: 'config_invalid', issues: [{ path: 'grants[0].destinations[0]' }] } });
-    control.reloadResult = { ok: true, value: { endedConnections: 0 } };
+    control.reloadResult = { ok: true, value: { endedConnections: 0, changed: [], needsRestart: [], listeners: { added: [], removed: [], changed: [] } } };
   });
 });
 

@@ -1,7 +1,7 @@
 // An in-memory ProxyControl for admin tests, plus a log capture and a raw HTTP client; never a real proxy.
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import type { ControlResult, GrantView, ProxyControl } from '../../../src/core/index.js';
+import type { ControlResult, GrantView, ProxyControl, ReloadOutcome } from '../../../src/core/index.js';
 
 type MutableGrant = { -readonly [K in keyof GrantView]: GrantView[K] };
 
@@ -11,7 +11,7 @@ export class FakeControl implements ProxyControl {
   readonly specs: unknown[] = [];
   failNextList = false;
   ready = true;
-  reloadResult: ControlResult<{ readonly endedConnections: number }> = { ok: true, value: { endedConnections: 0 } };
+  reloadResult: ControlResult<ReloadOutcome> = { ok: true, value: { endedConnections: 0, changed: [], needsRestart: [], listeners: { added: [], removed: [], changed: [] } } };
   private next = 1;
 
   issueGrant(spec: unknown): Promise<ControlResult<{ readonly id: string; readonly token: string; readonly grant: GrantView }>> {
@@ -87,7 +87,7 @@ export class FakeControl implements ProxyControl {
     return Promise.resolve({ ok: true, value: { id, token, grant: { ...grant }, previousTokenUntil, endedConnections: 0 } });
   }
 
-  reload(): Promise<ControlResult<{ readonly endedConnections: number }>> {
+  reload(): Promise<ControlResult<ReloadOutcome>> {
     return Promise.resolve(this.reloadResult);
   }
 

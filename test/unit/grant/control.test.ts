@@ -91,7 +91,7 @@ async function build(configGrants: Record<string, unknown>[] = []): Promise<Setu
     ledger,
     registry,
     dedicated,
-    reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0 } }),
+    reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0, changed: [], needsRestart: [], listeners: { added: [], removed: [], changed: [] } } }),
     readiness: () => ({ ready: true, detail: 'listening' }),
     ledgerFresh: () => true,
   });
@@ -404,7 +404,7 @@ describe('rotateGrant', () => {
     }
     const lines: Clocked['lines'] = [];
     const log = { info: (obj: object, msg: string) => void lines.push({ level: 'info', obj, msg }), warn: (obj: object, msg: string) => void lines.push({ level: 'warn', obj, msg }), error: (obj: object, msg: string) => void lines.push({ level: 'error', obj, msg }) };
-    const control = createControl({ ledger, registry, dedicated, log, reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0 } }), readiness: () => ({ ready: true, detail: '' }), ledgerFresh: () => true });
+    const control = createControl({ ledger, registry, dedicated, log, reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0, changed: [], needsRestart: [], listeners: { added: [], removed: [], changed: [] } } }), readiness: () => ({ ready: true, detail: '' }), ledgerFresh: () => true });
     return { clock, dir, ledger, registry, control, lines };
   }
 
@@ -489,7 +489,7 @@ describe('rotateGrant', () => {
   it('a stale fleet instance rotates nothing (503 ledger_unavailable)', async () => {
     const s = await clocked();
     const { id, token } = value(await s.control.issueGrant(VALID));
-    const stale = createControl({ ledger: s.ledger, registry: s.registry, dedicated: new DedicatedListeners(fakePort(), new SelfAddresses([], NO_INTERFACES)), reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0 } }), readiness: () => ({ ready: true, detail: '' }), ledgerFresh: () => false });
+    const stale = createControl({ ledger: s.ledger, registry: s.registry, dedicated: new DedicatedListeners(fakePort(), new SelfAddresses([], NO_INTERFACES)), reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0, changed: [], needsRestart: [], listeners: { added: [], removed: [], changed: [] } } }), readiness: () => ({ ready: true, detail: '' }), ledgerFresh: () => false });
     expect(await stale.rotateGrant(id, 0)).toMatchObject({ ok: false, status: 503, reason: 'ledger_unavailable' });
     expect(s.registry.tokens.verify(id, token)).toBe(true);
   });

@@ -1,0 +1,168 @@
+// A reload applies the listeners section (issue 17, item 2): a listener added is bound, one removed or
+// changed is closed, and a tunnel on an unchanged listener keeps echoing throughout. A listener that
+// cannot bind rolls the whole reload back: the running listeners stay, and the grants in the same file are
+// not applied either, so an operator never runs half of a file. The answer says what changed and what
+// needs a restart.
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { parse, stringify } from 'yaml';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startApp, type SluiceApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config/index.js';
+import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
+import { unusedPort } from '../support/ports.js';
+import { openConnectTunnel, type ConnectTunnel } from '../support/raw-client.js';
+import { silentLog, tokenHash } from '../support/sluice.js';
+import { withTimeout } from '../support/wait.js';
+
+const TOKEN = 'tok-reload-listeners';
+const BEARER = { 'Proxy-Authorization': `Bearer ${TOKEN}` };
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()?.();
+});
+
+interface Running {
+  readonly app: SluiceApp;
+  readonly file: string;
+  rewrite(edit: (config: Record<string, unknown>) => void): void;
+}
+
+async function start(echoPort: number): Promise<Running> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-reload-listeners-'));
+  cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'sluice.yaml');
+  fs.writeFileSync(file, stringify({
+    listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }],
+    state: path.join(dir, 'state'),
+    audit: { file: path.join(dir, 'audit.jsonl') },
+    grants: [{ id: 'g', tokenSha256: tokenHash(TOKEN), destinations: [`tcp://127.0.0.1:${echoPort}`], allowAddressClasses: ['loopback'] }],
+  }));
+  const loaded = await loadConfig(file, dir);
+  if (!loaded.ok) throw new Error(`config: ${JSON.stringify(loaded.issues)}`);
+  const app = await startApp(loaded.config, { env: {}, cwd: dir, log: silentLog });
+  cleanups.push(() => app.close());
+  return {
+    app,
+    file,
+    rewrite(edit) {
+      const config = parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
+      edit(config);
+      fs.writeFileSync(file, stringify(config));
+    },
+  };
+}
+
+function portOf(app: SluiceApp, name: string): number | undefined {
+  const bound = app.listeners.find((l) => l.name === name);
+  return bound === undefined ? undefined : Number(bound.address.split(':').at(-1));
+}
+
+async function echoServer(): Promise<EchoServer> {
+  const server = await startTcpEchoServer();
+  cleanups.push(() => server.close());
+  return server;
+}
+
+/** A tunnel that stays open; `echoes()` proves it still relays. */
+async function liveTunnel(port: number, target: string): Promise<{ tunnel: ConnectTunnel; echoes: (text: string) => Promise<string> }> {
+  const tunnel = await openConnectTunnel(port, target, BEARER);
+  cleanups.push(() => void tunnel.socket.destroy());
+  expect(tunnel.status).toBe(200);
+  const echoes = (text: string): Promise<string> =>
+    withTimeout(new Promise<string>((resolve) => {
+      tunnel.socket.once('data', (chunk: Buffer) => resolve(chunk.toString('utf8')));
+      tunnel.socket.write(text);
+    }), 3000, 'the echo through the live tunnel');
+  return { tunnel, echoes };
+}
+
+async function status(port: number, target: string): Promise<number> {
+  const t = await openConnectTunnel(port, target, BEARER);
+  t.socket.destroy();
+  return t.status;
+}
+
+function refusesConnections(port: number): Promise<boolean> {
+  return withTimeout(new Promise<boolean>((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once('error', () => resolve(true));
+  }), 3000, `a connection to ${port}`);
+}
+
+type Listener = { name: string; listen: string; identify?: string };
+
+describe('reload applies the listeners section', () => {
+  it('adds, changes and removes listeners while a tunnel on the unchanged one keeps echoing', async () => {
+    const echo = await echoServer();
+    const target = `127.0.0.1:${echo.port}`;
+    const s = await start(echo.port);
+    const shared = portOf(s.app, 'shared') as number;
+    const live = await liveTunnel(shared, target);
+    expect(await live.echoes('before')).toBe('before');
+
+    const extraPort = await unusedPort();
+    s.rewrite((c) => (c['listeners'] as Listener[]).push({ name: 'extra', listen: `127.0.0.1:${extraPort}`, identify: 'token' }));
+    const added = await s.app.control.reload();
+    expect(added).toMatchObject({ ok: true, value: { changed: ['listeners'], needsRestart: [], listeners: { added: ['extra'], removed: [], changed: [] } } });
+    expect(portOf(s.app, 'extra')).toBe(extraPort);
+    expect(await status(extraPort, target)).toBe(200);
+    expect(await live.echoes('after add')).toBe('after add');
+
+    const movedPort = await unusedPort();
+    s.rewrite((c) => {
+      const extra = (c['listeners'] as Listener[]).find((l) => l.name === 'extra');
+      if (extra !== undefined) extra.listen = `127.0.0.1:${movedPort}`;
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { listeners: { added: [], removed: [], changed: ['extra'] } } });
+    expect(await status(movedPort, target)).toBe(200);
+    expect(await refusesConnections(extraPort)).toBe(true);
+    expect(await live.echoes('after change')).toBe('after change');
+
+    s.rewrite((c) => {
+      c['listeners'] = (c['listeners'] as Listener[]).filter((l) => l.name !== 'extra');
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { listeners: { added: [], removed: ['extra'], changed: [] } } });
+    expect(await refusesConnections(movedPort)).toBe(true);
+    expect(s.app.listeners.map((l) => l.name)).toEqual(['shared']);
+    expect(await live.echoes('after remove')).toBe('after remove');
+  });
+
+  it('a listener that cannot bind rolls the whole reload back: listeners and grants as they were', async () => {
+    const echo = await echoServer();
+    const other = await echoServer();
+    const s = await start(echo.port);
+    const shared = portOf(s.app, 'shared') as number;
+    // The port the new listener wants is taken by someone else.
+    const squatter = net.createServer();
+    await new Promise<void>((resolve) => squatter.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => squatter.close(() => resolve())));
+    const taken = (squatter.address() as net.AddressInfo).port;
+    s.rewrite((c) => {
+      (c['listeners'] as Listener[]).push({ name: 'extra', listen: `127.0.0.1:${taken}`, identify: 'token' });
+      // The same file also moves the grant to another destination: that must not be applied either.
+      (c['grants'] as { destinations: string[] }[])[0]!.destinations = [`tcp://127.0.0.1:${other.port}`];
+    });
+    const refused = await s.app.control.reload();
+    expect(refused.ok).toBe(false);
+    if (!refused.ok) expect(refused.issues[0]?.path).toBe('listeners[1].listen');
+    expect(s.app.listeners.map((l) => l.name)).toEqual(['shared']);
+    expect(await status(shared, `127.0.0.1:${echo.port}`)).toBe(200);
+    expect(await status(shared, `127.0.0.1:${other.port}`)).toBe(403);
+  });
+
+  it('says which changed sections it did not apply (they need a restart)', async () => {
+    const echo = await echoServer();
+    const s = await start(echo.port);
+    s.rewrite((c) => {
+      c['dns'] = { timeoutMs: 1500 };
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['dns'], needsRestart: ['dns'] } });
+  });
+});
