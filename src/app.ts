@@ -354,9 +354,18 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     const nextIssues = checkConfigGrants(next.grants, options.env, self);
     const nextTokens = configTokens(next.grants, options.env);
     if (nextIssues.length > 0 || !nextTokens.ok) return { ok: false, status: 400, reason: 'config_invalid', issues: nextTokens.ok ? nextIssues : [...nextIssues, ...nextTokens.issues] };
-    // Listeners first: one that cannot bind rolls the whole reload back before any grant changes.
+    // The audit file is opened again on every reload (logrotate moved it; or audit.file names another).
+    try {
+      runtime.audit.reopen?.(next.audit.file);
+    } catch (error) {
+      return { ok: false, status: 400, reason: 'config_invalid', issues: [{ path: 'audit.file', message: `cannot open ${next.audit.file}: ${(error as Error).message}; the running config is kept` }] };
+    }
+    // Listeners next: one that cannot bind rolls the whole reload back before any grant changes.
     const relisted = await reloadListeners(runtime, listeners, current.listeners, next.listeners, httpLimits(next), self);
-    if (!relisted.ok) return { ok: false, status: 400, reason: 'config_invalid', issues: [relisted.issue] };
+    if (!relisted.ok) {
+      if (next.audit.file !== current.audit.file) runtime.audit.reopen?.(current.audit.file);
+      return { ok: false, status: 400, reason: 'config_invalid', issues: [relisted.issue] };
+    }
     // The ledger and the grants in force change together.
     const dropped = current.grants.map((g) => g.id).filter((id) => !next.grants.some((g) => g.id === id) && ledger.get(id)?.source === 'config');
     ledger.setConfigGrants(next.grants);
@@ -445,7 +454,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
 }
 
 /** The config sections a reload applies; a change to any other is reported as needing a restart. */
-const RELOADED_SECTIONS: ReadonlySet<string> = new Set(['grants', 'listeners']);
+const RELOADED_SECTIONS: ReadonlySet<string> = new Set(['grants', 'listeners', 'audit']);
 
 /** The top-level sections whose value differs between two configs, in the config's order. */
 function changedSections(from: Config, to: Config): string[] {

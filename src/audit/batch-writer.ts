@@ -33,13 +33,15 @@ export class BatchWriter {
   /** Batch buffers whose write has finished, for reuse: no new 128 KiB of external memory per batch. */
   private spare: Buffer[] = [];
   private writing = false;
+  /** Destinations to take up once `after` more queued batches are written (replaceDestination). */
+  private readonly switches: { after: number; fd: number }[] = [];
   private closed = false;
   private idleWaiters: (() => void)[] = [];
   private readonly timer: NodeJS.Timeout;
   private readonly capacity: number;
 
   constructor(
-    private readonly fd: number,
+    private fd: number,
     private readonly options: BatchWriterOptions,
     private readonly onError: (error: NodeJS.ErrnoException) => void,
   ) {
@@ -100,6 +102,7 @@ export class BatchWriter {
   /** Flushes, stops the timer and closes the descriptor unless it is stdout or stderr. */
   async close(): Promise<void> {
     await this.flush();
+    this.switchIfDue();
     this.closed = true;
     clearInterval(this.timer);
     if (this.fd > 2) fs.closeSync(this.fd);
@@ -120,13 +123,39 @@ export class BatchWriter {
     }
   }
 
+  /**
+   * Lines appended from now on go to `fd` (the audit file reopened after logrotate moved it, or another
+   * destination); lines appended before still go to the old one, in order, which is then closed.
+   */
+  replaceDestination(fd: number): void {
+    if (this.closed) {
+      if (fd > 2) fs.closeSync(fd);
+      return;
+    }
+    this.seal();
+    this.switches.push({ after: this.ready.length, fd });
+    this.writeNext(false);
+  }
+
   private writeNext(sealPartial: boolean): void {
     if (this.writing) return;
     if (this.ready.length === 0 && sealPartial) this.seal();
+    this.switchIfDue();
     const data = this.ready.shift();
     if (data === undefined) return this.settleIdle();
+    for (const pending of this.switches) pending.after -= 1;
     this.writing = true;
     this.writeFrom(data, 0);
+  }
+
+  /** Takes up the next destination once every batch queued before it was written to the old one. */
+  private switchIfDue(): void {
+    while (this.switches.length > 0 && (this.switches[0]?.after ?? 1) <= 0) {
+      const next = this.switches.shift();
+      if (next === undefined) return;
+      if (this.fd > 2 && this.fd !== next.fd) fs.closeSync(this.fd);
+      this.fd = next.fd;
+    }
   }
 
   private writeFrom(data: Buffer, offset: number): void {

@@ -29,6 +29,12 @@ export interface AuditSink {
   writeClose?(hop: HopCloseFacts, place: AuditPlace, outcome: CloseOutcome, nowMs: number): void;
   /** At shutdown: writes every queued record and closes the destination; later records are dropped. */
   flush(): Promise<void>;
+  /**
+   * Optional: opens the destination again (`file`, or the one in use): after logrotate moved the file, or
+   * when a reload names another. Records written before go to the old one. Throws when it cannot be opened,
+   * and the sink keeps the destination it has.
+   */
+  reopen?(file?: string): void;
 }
 
 /** What the sink reports besides records: write faults, and a loose audit file it narrowed. */
@@ -79,7 +85,12 @@ function narrowMode(fd: number, file: string, hooks: FileSinkHooks): void {
  */
 export function createFileSink(file: string, hooks: FileSinkHooks, options: BatchWriterOptions = DEFAULT_BATCH): AuditSink {
   const writer = new BatchWriter(openDestination(file, hooks), options, (error) => hooks.onError(error));
+  let current = file;
   return {
+    reopen(next = current) {
+      writer.replaceDestination(openDestination(next, hooks));
+      current = next;
+    },
     write(record) {
       writer.append(formatRecord(record));
     },

@@ -2,7 +2,7 @@
 // changed is closed, and a tunnel on an unchanged listener keeps echoing throughout. A listener that
 // cannot bind rolls the whole reload back: the running listeners stay, and the grants in the same file are
 // not applied either, so an operator never runs half of a file. The answer says what changed and what
-// needs a restart.
+// needs a restart. A reload also opens the audit file again, as logrotate's postrotate expects.
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -15,7 +15,7 @@ import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { unusedPort } from '../support/ports.js';
 import { openConnectTunnel, type ConnectTunnel } from '../support/raw-client.js';
 import { silentLog, tokenHash } from '../support/sluice.js';
-import { withTimeout } from '../support/wait.js';
+import { waitUntil, withTimeout } from '../support/wait.js';
 
 const TOKEN = 'tok-reload-listeners';
 const BEARER = { 'Proxy-Authorization': `Bearer ${TOKEN}` };
@@ -27,6 +27,7 @@ afterEach(async () => {
 interface Running {
   readonly app: SluiceApp;
   readonly file: string;
+  readonly audit: string;
   rewrite(edit: (config: Record<string, unknown>) => void): void;
 }
 
@@ -47,6 +48,7 @@ async function start(echoPort: number): Promise<Running> {
   return {
     app,
     file,
+    audit: path.join(dir, 'audit.jsonl'),
     rewrite(edit) {
       const config = parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
       edit(config);
@@ -164,5 +166,41 @@ describe('reload applies the listeners section', () => {
       c['dns'] = { timeoutMs: 1500 };
     });
     expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['dns'], needsRestart: ['dns'] } });
+  });
+});
+
+describe('reload and the audit file', () => {
+  const decisions = (file: string): number => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.includes('"kind":"decision"')).length : 0);
+
+  it('after logrotate moved the file, a reload writes new records to a new file and none are lost', async () => {
+    const echo = await echoServer();
+    const target = `127.0.0.1:${echo.port}`;
+    const s = await start(echo.port);
+    const port = portOf(s.app, 'shared') as number;
+    expect(await status(port, target)).toBe(200);
+    await waitUntil(() => decisions(s.audit) === 1, { timeoutMs: 3000, label: 'the first record written' });
+    const rotated = `${s.audit}.1`;
+    fs.renameSync(s.audit, rotated);
+    // Written after the move, before the reload: it still goes to the moved file (the open descriptor).
+    expect(await status(port, target)).toBe(200);
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: [] } });
+    expect(await status(port, target)).toBe(200);
+    await waitUntil(() => decisions(s.audit) === 1 && decisions(rotated) === 2, { timeoutMs: 3000, label: 'one record in the new file, two in the rotated one' });
+    expect((fs.statSync(s.audit).mode & 0o777).toString(8)).toBe('600');
+  });
+
+  it('a reload that names another audit file writes there from then on', async () => {
+    const echo = await echoServer();
+    const target = `127.0.0.1:${echo.port}`;
+    const s = await start(echo.port);
+    const port = portOf(s.app, 'shared') as number;
+    const moved = path.join(path.dirname(s.audit), 'elsewhere', 'audit.jsonl');
+    s.rewrite((c) => {
+      c['audit'] = { file: moved };
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['audit'], needsRestart: [] } });
+    expect(await status(port, target)).toBe(200);
+    await waitUntil(() => decisions(moved) === 1, { timeoutMs: 3000, label: 'the record in the new audit file' });
+    expect(decisions(s.audit)).toBe(0);
   });
 });

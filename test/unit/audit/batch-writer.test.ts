@@ -194,3 +194,33 @@ describe('BatchWriter', () => {
     });
   });
 });
+
+describe('BatchWriter.replaceDestination (logrotate, a reload naming another file)', () => {
+  it('lines appended before go to the old descriptor, in order, then it is closed; lines after go to the new one', async () => {
+    const oldFile = tempFile();
+    const newFile = tempFile();
+    const oldFd = fs.openSync(oldFile, 'a');
+    const writer = new BatchWriter(oldFd, { minBytes: 64, flushEveryMs: 10_000 }, (e) => {
+      throw e;
+    });
+    // Enough for several sealed batches queued behind a write in flight.
+    for (let i = 0; i < 20; i++) writer.append(`before ${i} ${'x'.repeat(20)}\n`);
+    writer.replaceDestination(fs.openSync(newFile, 'a'));
+    for (let i = 0; i < 5; i++) writer.append(`after ${i}\n`);
+    await writer.close();
+    const before = fs.readFileSync(oldFile, 'utf8').trim().split('\n');
+    expect(before.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(Array.from({ length: 20 }, (_, i) => `before ${i}`));
+    expect(fs.readFileSync(newFile, 'utf8').trim().split('\n')).toEqual(Array.from({ length: 5 }, (_, i) => `after ${i}`));
+    // The old descriptor was closed by the writer.
+    expect(() => fs.fstatSync(oldFd)).toThrow();
+  });
+
+  it('after close, a new descriptor is closed at once and nothing is written', async () => {
+    const file = tempFile();
+    const writer = new BatchWriter(fs.openSync(tempFile(), 'a'), { minBytes: 64, flushEveryMs: 10_000 }, () => undefined);
+    await writer.close();
+    const fd = fs.openSync(file, 'a');
+    writer.replaceDestination(fd);
+    expect(() => fs.fstatSync(fd)).toThrow();
+  });
+});
