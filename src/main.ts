@@ -269,8 +269,10 @@ interface RunFlags extends GrantIssueFlags {
 function configPaths(file: string, config: Config): string[] {
   const paths = [file, config.state, config.audit.file];
   if (config.admin.listen?.startsWith('unix:') === true) paths.push(path.dirname(config.admin.listen.slice('unix:'.length)));
-  const route = config.route as { proxy?: { credentialsFile?: string }; pac?: { file?: string; credentialsFile?: string } };
-  for (const secret of [route.proxy?.credentialsFile, route.pac?.file, route.pac?.credentialsFile]) if (secret !== undefined) paths.push(secret);
+  const route = config.route as { proxy?: { credentialsFile?: string } | { credentialsFile?: string }[]; pac?: { file?: string; credentialsFile?: string } };
+  // route.proxy is one proxy or a list (failover): every entry's credentials stay hidden.
+  const proxies = route.proxy === undefined ? [] : Array.isArray(route.proxy) ? route.proxy : [route.proxy];
+  for (const secret of [...proxies.map((p) => p.credentialsFile), route.pac?.file, route.pac?.credentialsFile]) if (secret !== undefined) paths.push(secret);
   return paths.filter((p) => path.isAbsolute(p));
 }
 

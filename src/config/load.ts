@@ -9,7 +9,7 @@ import { parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { isLoopbackTcpListen, isUnixListen, NON_LOOPBACK_DEDICATED_MESSAGE } from './listen-address.js';
 import { knownKeysAt, unknownKeyMessage } from './unknown-key.js';
-import { configSchema, grantSchema, listenerSchema, type ConfigFile, type GrantSection, type ListenerSection } from './schema.js';
+import { configSchema, grantSchema, listenerSchema, type ConfigFile, type GrantSection, type ListenerSection, type ProxyRouteEntry } from './schema.js';
 
 export interface ConfigIssue {
   readonly path: string;
@@ -233,7 +233,9 @@ function resolveAdmin(admin: ConfigFile['admin'], cwd: string): ConfigFile['admi
 function resolveRoute(config: ConfigFile['route'], cwd: string): ConfigFile['route'] {
   const route = { ...config };
   const file = (p: string | undefined): string | undefined => resolveFile(p, cwd);
-  if (route.proxy !== undefined) route.proxy = { ...route.proxy, credentialsFile: file(route.proxy.credentialsFile), caFile: file(route.proxy.caFile) };
+  const proxyEntry = (p: ProxyRouteEntry): ProxyRouteEntry => ({ ...p, credentialsFile: file(p.credentialsFile), caFile: file(p.caFile) });
+  // route.proxy is one proxy or a list of them (failover): each entry's files resolve the same way.
+  if (route.proxy !== undefined) route.proxy = Array.isArray(route.proxy) ? route.proxy.map(proxyEntry) : proxyEntry(route.proxy as ProxyRouteEntry);
   if (route.pac !== undefined) route.pac = { ...route.pac, file: file(route.pac.file), credentialsFile: file(route.pac.credentialsFile), caFile: file(route.pac.caFile) };
   if (route.system !== undefined) route.system = { ...route.system, caFile: file(route.system.caFile) };
   return route;

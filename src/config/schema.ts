@@ -90,13 +90,30 @@ export const grantSchema = z
   })
   .refine((g) => !(g.tokenSha256 && g.tokenEnv), { message: 'give tokenSha256 or tokenEnv, not both' });
 
-const proxyRouteSchema = z.strictObject({
+const proxyEntrySchema = z.strictObject({
   url: z.string().min(1),
   credentialsFile: z.string().min(1).optional(),
   caFile: z.string().min(1).optional(),
   inspectsTls: z.boolean().default(false),
   sendResolvedAddress: z.boolean().default(false),
 });
+
+/** The most upstream proxies one route lists: failover order is for an operator to read, not a pool. */
+export const MAX_ROUTE_PROXIES = 16;
+
+// One upstream proxy (an object), or several (a list) tried in order with back-off (docs/routes.md#failover).
+const proxyRouteSchema = z.union([
+  proxyEntrySchema,
+  z.array(proxyEntrySchema).min(1, 'list at least one proxy').max(MAX_ROUTE_PROXIES, `at most ${MAX_ROUTE_PROXIES} proxies`),
+]);
+
+export type ProxyRouteEntry = z.infer<typeof proxyEntrySchema>;
+
+/** route.proxy in either form as its entries, in order, each with its config path (`route.proxy`, `route.proxy[1]`). */
+export function proxyRouteEntries(proxy: ProxyRouteEntry | readonly ProxyRouteEntry[]): readonly { readonly path: string; readonly entry: ProxyRouteEntry }[] {
+  if (!Array.isArray(proxy)) return [{ path: 'route.proxy', entry: proxy as ProxyRouteEntry }];
+  return proxy.map((entry, i) => ({ path: `route.proxy[${i}]`, entry }));
+}
 
 const pacRouteSchema = z
   .strictObject({

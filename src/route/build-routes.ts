@@ -1,11 +1,12 @@
 // Builds the route selector from the route section of config (and, in system mode, Sluice's own
 // environment), plus the table of upstream proxies the forward relay may dial.
 import type { UpstreamProxy } from '../core/index.js';
-import type { ConfigIssue, RouteSection } from '../config/index.js';
+import { proxyRouteEntries, type ConfigIssue, type RouteSection } from '../config/index.js';
 import { PacSource, type FetchText } from './pac-source.js';
 import { directSelector, pacSelector, proxySelector, systemSelector, type RouteSelector } from './select-route.js';
 import { readSystemProxy } from './system-proxy.js';
 import { parseUpstream } from './upstream.js';
+import { UpstreamHealthTable } from './upstream-health.js';
 
 export interface RoutePorts {
   readonly lookupSync: (host: string) => readonly string[] | null;
@@ -27,6 +28,8 @@ export interface BuiltRoutes {
   readonly selector: RouteSelector;
   readonly upstreams: ReadonlyMap<string, UpstreamProxy>;
   readonly pac: PacSource | null;
+  /** Failover state of the upstream proxies of a route.proxy list and of PAC answers (the metrics gauge reads it). */
+  readonly health: UpstreamHealthTable;
 }
 
 export function buildRoutes(route: RouteSection, env: Readonly<Record<string, string | undefined>>, ports: RoutePorts, limits: RouteLimits): BuildResult<BuiltRoutes> {
@@ -35,17 +38,25 @@ export function buildRoutes(route: RouteSection, env: Readonly<Record<string, st
     upstreams.set(`${p.host} ${p.port}`, p);
     return p;
   };
+  const health = new UpstreamHealthTable();
   if (route.mode === 'proxy' && route.proxy !== undefined) {
-    const parsed = parseUpstream(route.proxy.url, route.proxy);
-    if (!parsed.ok) return { ok: false, issues: [{ path: 'route.proxy', message: parsed.message }] };
-    return { ok: true, value: { selector: proxySelector(remember(parsed.value)), upstreams, pac: null } };
+    // Every entry is checked, so one pass names every bad entry by its path (route.proxy[1].url).
+    const proxies: UpstreamProxy[] = [];
+    const issues: ConfigIssue[] = [];
+    for (const { path, entry } of proxyRouteEntries(route.proxy)) {
+      const parsed = parseUpstream(entry.url, entry);
+      if (parsed.ok) proxies.push(remember(parsed.value));
+      else issues.push({ path: parsed.key === undefined ? path : `${path}.${parsed.key}`, message: parsed.message });
+    }
+    if (issues.length > 0) return { ok: false, issues };
+    return { ok: true, value: { selector: proxySelector(proxies, health), upstreams, pac: null, health } };
   }
   if (route.mode === 'system') {
     const system = readSystemProxy(env, route.system?.caFile);
     if (!system.ok) return { ok: false, issues: system.issues.map((i) => ({ path: `route.system (${i.variable})`, message: i.message })) };
     const inspects = route.system?.inspectsTls ?? false;
     const mark = (p: UpstreamProxy | null): UpstreamProxy | null => (p === null ? null : remember({ ...p, inspectsTls: inspects }));
-    return { ok: true, value: { selector: systemSelector({ ...system.value, http: mark(system.value.http), https: mark(system.value.https) }), upstreams, pac: null } };
+    return { ok: true, value: { selector: systemSelector({ ...system.value, http: mark(system.value.http), https: mark(system.value.https) }), upstreams, pac: null, health } };
   }
   if (route.mode === 'pac' && route.pac !== undefined) {
     const pacConfig = route.pac;
@@ -69,7 +80,7 @@ export function buildRoutes(route: RouteSection, env: Readonly<Record<string, st
       onError: ports.onPacError,
       onLoad: ports.onPacLoad,
     });
-    const selector = pacSelector(source, settings, ports.onPacCache);
+    const selector = pacSelector(source, settings, ports.onPacCache, undefined, health);
     const trackingSelector: RouteSelector = {
       ...selector,
       select: async (dest, kind, scheme, principal) => {
@@ -78,8 +89,8 @@ export function buildRoutes(route: RouteSection, env: Readonly<Record<string, st
         return chosen;
       },
     };
-    return { ok: true, value: { selector: trackingSelector, upstreams, pac: source } };
+    return { ok: true, value: { selector: trackingSelector, upstreams, pac: source, health } };
   }
-  return { ok: true, value: { selector: directSelector(), upstreams, pac: null } };
+  return { ok: true, value: { selector: directSelector(), upstreams, pac: null, health } };
 }
 

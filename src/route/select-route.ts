@@ -8,10 +8,18 @@ import { parsePacAnswer } from './pac-answer.js';
 import type { PacSource } from './pac-source.js';
 import { describeSystemProxy, isSystemProxySplit, type SystemProxy } from './system-proxy.js';
 import { parseUpstream, type UpstreamSettings } from './upstream.js';
+import type { UpstreamHealth, UpstreamHealthTable } from './upstream-health.js';
 
 export type RouteMode = 'direct' | 'proxy' | 'pac' | 'system';
 
-export type RouteHop = { readonly kind: 'direct' } | { readonly kind: 'proxy'; readonly proxy: UpstreamProxy };
+export type RouteHop =
+  | { readonly kind: 'direct' }
+  | {
+      readonly kind: 'proxy';
+      readonly proxy: UpstreamProxy;
+      /** Failover back-off (upstream-health.ts): skipped while backing off when the route has another alternative. */
+      readonly health?: UpstreamHealth;
+    };
 
 export interface Route {
   /** `direct`, `proxy http://corp:8080`, `pac PROXY a:3128; DIRECT`, `system direct`… for decisions and logs. */
@@ -54,8 +62,11 @@ export function directSelector(): RouteSelector {
   return { mode: 'direct', resolvesFirst: false, select: () => Promise.resolve(ok(DIRECT_ROUTE)), close: () => undefined };
 }
 
-export function proxySelector(proxy: UpstreamProxy): RouteSelector {
-  const route: Route = { label: `proxy ${proxy.label}`, mode: 'proxy', hops: [{ kind: 'proxy', proxy }], pacAnswer: null };
+/** One upstream proxy, or several tried in order (failover, docs/routes.md#failover); never DIRECT. */
+export function proxySelector(proxies: UpstreamProxy | readonly UpstreamProxy[], health?: UpstreamHealthTable): RouteSelector {
+  const list = Array.isArray(proxies) ? (proxies as readonly UpstreamProxy[]) : [proxies as UpstreamProxy];
+  const hops: RouteHop[] = list.map((proxy) => (health === undefined ? { kind: 'proxy', proxy } : { kind: 'proxy', proxy, health: health.for(proxy.label) }));
+  const route: Route = { label: `proxy ${list.map((p) => p.label).join(', ')}`, mode: 'proxy', hops, pacAnswer: null };
   return { mode: 'proxy', resolvesFirst: false, select: () => Promise.resolve(ok(route)), close: () => undefined };
 }
 
@@ -114,6 +125,7 @@ export function pacSelector(
   settings: UpstreamSettings,
   onCache: (hit: boolean) => void = () => undefined,
   maxCachedRoutes = MAX_CACHED_ROUTES,
+  health?: UpstreamHealthTable,
 ): RouteSelector {
   const cache = new RouteCache(maxCachedRoutes);
   let cachedFor: unknown = null;
@@ -156,7 +168,8 @@ export function pacSelector(
         else if (entry.kind === 'proxy') {
           const proxy = proxyFor(entry.tls, entry.host, entry.port);
           if (!proxy.ok) return proxy;
-          hops.push({ kind: 'proxy', proxy: proxy.value });
+          // `PROXY a; PROXY b` fails over with the same back-off as a route.proxy list.
+          hops.push(health === undefined ? { kind: 'proxy', proxy: proxy.value } : { kind: 'proxy', proxy: proxy.value, health: health.for(proxy.value.label) });
         }
       }
       if (hops.length === 0) return deny('pac_unsupported_entry', `PAC answered "${answer.value}"`);

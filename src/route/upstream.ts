@@ -13,7 +13,8 @@ export interface UpstreamSettings {
   readonly allowUrlCredentials?: boolean;
 }
 
-export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly message: string };
+/** A failure names the settings key at fault when it is one (`url`, `credentialsFile`, `caFile`). */
+export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly message: string; readonly key?: 'url' | 'credentialsFile' | 'caFile' };
 
 export function readCredentialsFile(file: string): Parsed<string> {
   let text: string;
@@ -43,32 +44,32 @@ export function parseUpstream(url: string, settings: UpstreamSettings): Parsed<U
   try {
     parsed = new URL(url);
   } catch {
-    return { ok: false, message: `"${redactUrl(url)}" is not a URL` };
+    return { ok: false, key: 'url', message: `"${redactUrl(url)}" is not a URL` };
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    return { ok: false, message: `proxy scheme ${parsed.protocol.replace(':', '')} is not supported (http or https)` };
+    return { ok: false, key: 'url', message: `proxy scheme ${parsed.protocol.replace(':', '')} is not supported (http or https)` };
   }
   if ((parsed.pathname !== '/' && parsed.pathname !== '') || parsed.search !== '' || parsed.hash !== '') {
-    return { ok: false, message: 'a proxy URL has no path, query or fragment' };
+    return { ok: false, key: 'url', message: 'a proxy URL has no path, query or fragment' };
   }
   const tls = parsed.protocol === 'https:';
   const host = parsed.hostname.replace(/^\[|\]$/g, '');
-  if (host === '') return { ok: false, message: 'proxy URL has no host' };
+  if (host === '') return { ok: false, key: 'url', message: 'proxy URL has no host' };
   const port = parsed.port === '' ? (tls ? 443 : 80) : Number(parsed.port);
   let authorization: string | null = null;
   if (parsed.username !== '' || parsed.password !== '') {
-    if (settings.allowUrlCredentials !== true) return { ok: false, message: 'put proxy credentials in credentialsFile, not in the URL' };
+    if (settings.allowUrlCredentials !== true) return { ok: false, key: 'url', message: 'put proxy credentials in credentialsFile, not in the URL' };
     authorization = `Basic ${Buffer.from(`${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`).toString('base64')}`;
   }
   if (settings.credentialsFile !== undefined) {
     const creds = readCredentialsFile(settings.credentialsFile);
-    if (!creds.ok) return creds;
+    if (!creds.ok) return { ok: false, key: 'credentialsFile', message: creds.message };
     authorization = creds.value;
   }
   let ca: string | null = null;
   if (settings.caFile !== undefined) {
     const read = readCaFile(settings.caFile);
-    if (!read.ok) return read;
+    if (!read.ok) return { ok: false, key: 'caFile', message: read.message };
     ca = read.value;
   }
   const hostText = net.isIPv6(host) ? `[${host}]` : host;

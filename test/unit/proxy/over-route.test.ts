@@ -8,7 +8,7 @@ import { canonicalize } from '../../../src/authority/index.js';
 import { deny, ok, type PinnedAddress, type UpstreamProxy, type Verdict } from '../../../src/core/index.js';
 import { Hop } from '../../../src/proxy/hop.js';
 import { overRoute, upstreamAuthority, type ProxyHop } from '../../../src/proxy/over-route.js';
-import type { RouteHop } from '../../../src/route/index.js';
+import { UpstreamHealth, type RouteHop } from '../../../src/route/index.js';
 
 function proxy(label: string, options: Partial<UpstreamProxy> = {}): ProxyHop {
   const url = new URL(label);
@@ -100,6 +100,110 @@ describe('overRoute', () => {
     expect(result.ok ? null : result.reason).toBe('route_none');
     expect(s.tried).toEqual([]);
     expect(hop.usedHop).toBeNull();
+  });
+});
+
+describe('overRoute failover back-off (route.proxy lists, PAC PROXY a; PROXY b)', () => {
+  // A clock the test moves: back-off is 1 s doubling to 60 s.
+  function clock(): { now: () => number; advance: (ms: number) => void } {
+    let t = 1000;
+    return { now: () => t, advance: (ms) => void (t += ms) };
+  }
+  function watched(label: string, now: () => number): ProxyHop {
+    const base = proxy(label);
+    return { ...base, health: new UpstreamHealth(label, now) };
+  }
+
+  it('skips a proxy backing off after a connection failure, then tries it again once its back-off ends', async () => {
+    const c = clock();
+    const a = watched('http://a.corp.test:3128', c.now);
+    const b = watched('http://b.corp.test:3128', c.now);
+    const first = hopTo('x.test:443', [a, b]);
+    const s1 = scripted(first, new Map<RouteHop, Verdict<string>>([[a, deny('upstream_unreachable', 'ECONNREFUSED')], [b, ok('via b')]]));
+    expect(await overRoute(first, s1.attempt, retryConnectionFailures)).toEqual(ok('via b'));
+    expect(s1.tried).toEqual([a, b]);
+    expect(first.usedHop).toBe(b);
+
+    // Within the back-off: a is not even tried, and the record names b.
+    const second = hopTo('x.test:443', [a, b]);
+    const s2 = scripted(second, new Map<RouteHop, Verdict<string>>([[a, ok('via a')], [b, ok('via b')]]));
+    expect(await overRoute(second, s2.attempt, retryConnectionFailures)).toEqual(ok('via b'));
+    expect(s2.tried).toEqual([b]);
+    expect(second.usedHop).toBe(b);
+
+    // After 1 s, the next hop is the check: a answers and is used again.
+    c.advance(1000);
+    const third = hopTo('x.test:443', [a, b]);
+    const s3 = scripted(third, new Map<RouteHop, Verdict<string>>([[a, ok('via a')], [b, ok('via b')]]));
+    expect(await overRoute(third, s3.attempt, retryConnectionFailures)).toEqual(ok('via a'));
+    expect(s3.tried).toEqual([a]);
+    expect(a.health?.isUp).toBe(true);
+  });
+
+  it('refuses with upstream_unreachable when every proxy is backing off, and never tries anything', async () => {
+    const c = clock();
+    const a = watched('http://a.corp.test:3128', c.now);
+    const b = watched('http://b.corp.test:3128', c.now);
+    const first = hopTo('x.test:443', [a, b]);
+    const s1 = scripted(first, new Map<RouteHop, Verdict<string>>([[a, deny('upstream_unreachable', 'ECONNREFUSED')], [b, deny('upstream_timeout')]]));
+    expect(await overRoute(first, s1.attempt, retryConnectionFailures)).toMatchObject({ ok: false });
+    const second = hopTo('x.test:443', [a, b]);
+    const s2 = scripted(second, new Map());
+    const result = await overRoute(second, s2.attempt, retryConnectionFailures);
+    expect(s2.tried).toEqual([]);
+    expect(second.usedHop).toBeNull();
+    expect(result).toMatchObject({ ok: false, reason: 'upstream_unreachable' });
+    if (!result.ok) {
+      expect(result.detail).toContain('http://a.corp.test:3128 upstream_unreachable (ECONNREFUSED), retried in 1 s');
+      expect(result.detail).toContain('http://b.corp.test:3128 upstream_timeout');
+    }
+  });
+
+  it('goes DIRECT past a backing-off proxy only when the route lists DIRECT (a PAC answer)', async () => {
+    const c = clock();
+    const a = watched('http://a.corp.test:3128', c.now);
+    a.health?.markFailed('upstream_unreachable');
+    const withDirect = hopTo('x.test:443', [a, DIRECT]);
+    const s = scripted(withDirect, new Map<RouteHop, Verdict<string>>([[DIRECT, ok('direct')]]));
+    expect(await overRoute(withDirect, s.attempt, retryConnectionFailures)).toEqual(ok('direct'));
+    expect(s.tried).toEqual([DIRECT]);
+  });
+
+  it('always tries the only alternative, even while it backs off (nothing to fail over to)', async () => {
+    const c = clock();
+    const a = watched('http://a.corp.test:3128', c.now);
+    a.health?.markFailed('upstream_unreachable');
+    const hop = hopTo('x.test:443', [a]);
+    const s = scripted(hop, new Map<RouteHop, Verdict<string>>([[a, ok('via a')]]));
+    expect(await overRoute(hop, s.attempt, retryConnectionFailures)).toEqual(ok('via a'));
+    expect(a.health?.isUp).toBe(true);
+  });
+
+  it.each([
+    ['a 407', deny('upstream_auth_required', 'answered 407')],
+    ['a refusal', deny('upstream_refused', 'answered 403')],
+  ] as const)('%s is an answer: the hop ends there, no failover, and the proxy stays up', async (_name, answer) => {
+    const c = clock();
+    const a = watched('http://a.corp.test:3128', c.now);
+    const b = watched('http://b.corp.test:3128', c.now);
+    const hop = hopTo('x.test:443', [a, b]);
+    const s = scripted(hop, new Map<RouteHop, Verdict<string>>([[a, answer], [b, ok('via b')]]));
+    const retryAll = (f: { reason: string }): boolean => f.reason !== 'upstream_auth_required' && f.reason !== 'upstream_refused';
+    expect(await overRoute(hop, s.attempt, retryAll)).toEqual(answer);
+    expect(s.tried).toEqual([a]);
+    expect(a.health?.isUp).toBe(true);
+    expect(a.health?.isBackingOff).toBe(false);
+  });
+
+  it('marks a proxy down on a connection failure even when the hop may not move on (a request with a body)', async () => {
+    const c = clock();
+    const a = watched('http://a.corp.test:3128', c.now);
+    const b = watched('http://b.corp.test:3128', c.now);
+    const hop = hopTo('x.test:443', [a, b]);
+    const s = scripted(hop, new Map<RouteHop, Verdict<string>>([[a, deny('upstream_tls_failed')]]));
+    expect(await overRoute(hop, s.attempt, () => false)).toMatchObject({ ok: false, reason: 'upstream_tls_failed' });
+    expect(s.tried).toEqual([a]);
+    expect(a.health?.isBackingOff).toBe(true);
   });
 });
 
