@@ -24,7 +24,9 @@ describe('PAC fetch failures', () => {
   beforeEach(async () => {
     baseline = resourceCounts();
     logErrors.length = 0;
+    // PAC failures are warnings (the route fails closed and the source retries), faults would be errors: both kept.
     vi.spyOn(silentLog, 'error').mockImplementation((...args: unknown[]) => void logErrors.push(String(args[1])));
+    vi.spyOn(silentLog, 'warn').mockImplementation((...args: unknown[]) => void logErrors.push(String(args[1])));
     echo = await startTcpEchoServer();
   });
   afterEach(async () => {

@@ -360,7 +360,7 @@ describe('revokeGeneration', () => {
 describe('reload and readiness', () => {
   it('are the ones the composition root wired', async () => {
     const s = await build();
-    expect(await s.control.reload()).toEqual({ ok: true, value: { endedConnections: 0 } });
+    expect(await s.control.reload()).toEqual({ ok: true, value: { endedConnections: 0, changed: [], needsRestart: [], listeners: { added: [], removed: [], changed: [] } } });
     expect(s.control.readiness()).toEqual({ ready: true, detail: 'listening' });
   });
 });
