@@ -6,7 +6,7 @@ import { configDraft, dedupeIssues, loadConfig, unwritableReason, type Config, t
 import { canonicalizeHost } from './authority/index.js';
 import { FleetSync, Ledger, LedgerStore, RedisLedgerStore, UsageFile, type GrantRecord } from './ledger/index.js';
 import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSystemLookup, type ReadInterfaces } from './resolve/index.js';
-import { buildRoutes, type PacSource } from './route/index.js';
+import { buildRoutes, type BuiltRoutes, type PacSource, type RouteSelector } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive, upstreamFailureLogger } from './egress/index.js';
 import { checkAdminSection, resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
 import { createForwardAgent } from './relay/index.js';
@@ -158,20 +158,11 @@ export async function loadCheckedConfig(file: string, options: Pick<AppOptions, 
 export async function buildRuntime(
   config: Config,
   options: AppOptions,
-): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null; pac: PacSource | null; tokens: ReadonlyMap<string, Buffer>; freshness: { isFresh: () => boolean } }>> {
+): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null; pac: () => PacSource | null; tokens: ReadonlyMap<string, Buffer>; freshness: { isFresh: () => boolean }; rebuildNetwork: (next: Config) => Promise<Built<Network>>; useNetwork: (next: Network) => void }>> {
   const self = new SelfAddresses(selfListeners(configDraft(config)), new HostAddresses(options.hostInterfaces, options.hostRefreshMs));
   // The same checks loadCheckedConfig runs: a caller that parsed the config itself (tests, reload) gets them too.
   const issues = await checkConfigDraft(configDraft(config), options.env, options.hostInterfaces);
   if (issues.length > 0) return { ok: false, issues };
-  const hosts = compileHosts(config.dns.hosts);
-  if (!hosts.ok) return hosts;
-  const lookup =
-    options.lookup ??
-    (config.dns.servers === 'system'
-      ? createSystemLookup(Math.floor(config.dns.systemTtlMs / 1000))
-      : createServersLookup(config.dns.servers, config.dns.timeoutMs));
-  const { maxConcurrentLookups, maxConcurrentLookupsPerGrant } = config.limits;
-  const resolver = new Resolver(lookup, { ...config.dns, hosts: hosts.value, maxConcurrentLookups, maxConcurrentLookupsPerGrant }, () => performance.now());
   const log = options.log ?? createOperationalLog(config.log.level);
   let audit = options.audit;
   if (audit === undefined) {
@@ -185,26 +176,13 @@ export async function buildRuntime(
     }
   }
   const metricsRef: { current: MetricsSink | null } = { current: null };
-  const routes = buildRoutes(config.route, options.env, {
-    lookupSync: (host) => resolver.peek(host)?.map((a) => a.address) ?? null,
-    fetchText,
-    // The route fails closed (pac_unavailable) and the source retries: a warning, not a fault of Sluice's.
-    onPacError: (message) => log.warn({ route: 'pac' }, message),
-    onPacLoad: () => log.info({ route: 'pac' }, 'PAC script loaded'),
-    onPacCache: (hit) => metricsRef.current?.pacCache(hit),
-  }, { maxPacWaitingPerGrant: config.limits.maxPacWaitingPerGrant });
-  if (!routes.ok) return routes;
+  const built = await buildNetwork(config, options, log, metricsRef);
+  if (!built.ok) return built;
+  const network = { current: built.value };
+  const pacError = built.value.pacError;
   // Said once, at start: the route each request family takes in system mode (review 2026-12 finding 11).
-  const summary = routes.value.selector.summary;
+  const summary = built.value.routes.selector.summary;
   if (summary !== undefined) log[summary.isSplit ? 'warn' : 'info']({ route: config.route.mode, routes: summary.lines }, `route ${config.route.mode}: ${summary.lines.join('; ')}`);
-  let pacError: string | null = null;
-  const pac = routes.value.pac;
-  if (pac !== null) {
-    // Without a PAC every PAC hop fails closed with pac_unavailable; refreshes may load one later.
-    if (!(await pac.load())) pacError = pac.lastError;
-    pac.start();
-  }
-  const upstreams = routes.value.upstreams;
   const dialOptions = { timeoutMs: config.timeouts.dialMs };
   const upstreamOptions = { timeoutMs: config.timeouts.upstreamMs, onFailure: upstreamFailureLogger(log) };
   const registry = new GrantRegistry(self, Date.now);
@@ -223,14 +201,15 @@ export async function buildRuntime(
     handshakeTimeoutMs: config.timeouts.headersMs,
     metrics,
     registry,
-    resolver,
-    routes: routes.value.selector,
+    resolver: built.value.resolver,
+    routes: built.value.routes.selector,
     now: Date.now,
     audit,
     log,
     forwardAgent: createForwardAgent({ connect: createPinnedConnector(dialOptions), headersTimeoutMs: config.timeouts.originResponseMs, bodyTimeoutMs: config.timeouts.idleMs }),
     upstreamAgent: createForwardAgent({
-      connect: createUpstreamConnector((host, port) => upstreams.get(`${host} ${port}`), (proxy) => connectToProxy(proxy, upstreamOptions)),
+      // Looked up in the routes in force: a reload that changes route.proxy changes what may be dialed.
+      connect: createUpstreamConnector((host, port) => network.current.routes.upstreams.get(`${host} ${port}`), (proxy) => connectToProxy(proxy, upstreamOptions)),
       headersTimeoutMs: config.timeouts.originResponseMs,
       bodyTimeoutMs: config.timeouts.idleMs,
     }),
@@ -238,9 +217,19 @@ export async function buildRuntime(
     upstream: upstreamOptions,
     relay: { idleTimeoutMs: config.timeouts.idleMs },
     ledgerFresh: () => freshness.isFresh(),
-    hopCache: new HopCache({ registry, self, routes: routes.value.selector, now: () => performance.now() }),
+    hopCache: new HopCache({ registry, self, routes: { epoch: () => runtime.routes.epoch?.() ?? null }, now: () => performance.now() }),
   };
-  return { ok: true, value: { runtime, self, pacError, pac, tokens: tokens.value, freshness } };
+  /** Puts a rebuilt resolver and route selector in force (a reload); the old selector's PAC refresh stops. */
+  const useNetwork = (next: Network): void => {
+    const previous = network.current;
+    network.current = next;
+    const writable = runtime as { resolver: Resolver; routes: RouteSelector };
+    writable.resolver = next.resolver;
+    writable.routes = next.routes.selector;
+    if (previous.routes.selector !== next.routes.selector) previous.routes.selector.close();
+  };
+  const rebuildNetwork = (next: Config): Promise<Built<Network>> => buildNetwork(next, options, log, metricsRef);
+  return { ok: true, value: { runtime, self, pacError, pac: () => network.current.routes.pac, tokens: tokens.value, freshness, rebuildNetwork, useNetwork } };
 }
 
 /** Installs config grants, replacing earlier config grants; `revoked` ids load revoked. Returns connections ended. */
@@ -295,7 +284,7 @@ async function startFleetSync(ledger: Ledger, store: RedisLedgerStore, config: C
 export async function startApp(config: Config, options: AppOptions): Promise<SluiceApp> {
   const built = await buildRuntime(config, options);
   if (!built.ok) throw new ProxyError('ERR_CONFIG_INVALID', built.issues.map((i) => `${i.path}: ${i.message}`).join('\n'));
-  const { runtime, self, pac, tokens, freshness } = built.value;
+  const { runtime, self, pac, tokens, freshness, rebuildNetwork, useNetwork } = built.value;
   const registry = runtime.registry;
   const shared = await openSharedStore(config, options.env);
   const ledger = await Ledger.open(new LedgerStore(config.state), undefined, shared).catch(async (error: unknown) => {
@@ -360,12 +349,27 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     } catch (error) {
       return { ok: false, status: 400, reason: 'config_invalid', issues: [{ path: 'audit.file', message: `cannot open ${next.audit.file}: ${(error as Error).message}; the running config is kept` }] };
     }
+    // A changed dns or route section: the resolver and route selector are built beside the ones in force
+    // and swapped in only once the rest of the reload holds.
+    const sections = changedSections(current, next);
+    let network: Network | null = null;
+    if (sections.includes('dns') || sections.includes('route')) {
+      const rebuilt = await rebuildNetwork(next);
+      if (!rebuilt.ok) {
+        if (next.audit.file !== current.audit.file) runtime.audit.reopen?.(current.audit.file);
+        return { ok: false, status: 400, reason: 'config_invalid', issues: rebuilt.issues };
+      }
+      network = rebuilt.value;
+    }
     // Listeners next: one that cannot bind rolls the whole reload back before any grant changes.
     const relisted = await reloadListeners(runtime, listeners, current.listeners, next.listeners, httpLimits(next), self);
     if (!relisted.ok) {
       if (next.audit.file !== current.audit.file) runtime.audit.reopen?.(current.audit.file);
+      network?.routes.selector.close();
       return { ok: false, status: 400, reason: 'config_invalid', issues: [relisted.issue] };
     }
+    // In force from here: new hops resolve and route by the new sections (hops already dialed keep theirs).
+    if (network !== null) useNetwork(network);
     // The ledger and the grants in force change together.
     const dropped = current.grants.map((g) => g.id).filter((id) => !next.grants.some((g) => g.id === id) && ledger.get(id)?.source === 'config');
     ledger.setConfigGrants(next.grants);
@@ -375,7 +379,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     // The grant table's revision already moved; a reload empties the hop cache outright all the same.
     runtime.hopCache.clear();
     ended += await relisted.retire();
-    const changed = changedSections(current, next);
+    const changed = sections;
     const needsRestart = changed.filter((section) => !RELOADED_SECTIONS.has(section));
     current = next;
     const listenerChanges = { added: relisted.added, removed: relisted.removed, changed: relisted.changed };
@@ -396,7 +400,8 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
       // A balancer must stop sending while the listeners are shut and live connections drain.
       if (closing) return { ready: false, detail: 'draining: shutting down' };
       if (!freshness.isFresh()) return { ready: false, detail: 'the shared ledger store is out of reach (ledger.maxStaleMs)' };
-      return pac !== null && pac.current === null ? { ready: false, detail: 'no PAC script loaded' } : { ready: true, detail: 'listening' };
+      const source = pac();
+      return source !== null && source.current === null ? { ready: false, detail: 'no PAC script loaded' } : { ready: true, detail: 'listening' };
     },
   });
 
@@ -454,7 +459,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
 }
 
 /** The config sections a reload applies; a change to any other is reported as needing a restart. */
-const RELOADED_SECTIONS: ReadonlySet<string> = new Set(['grants', 'listeners', 'audit']);
+const RELOADED_SECTIONS: ReadonlySet<string> = new Set(['grants', 'listeners', 'audit', 'dns', 'route']);
 
 /** The top-level sections whose value differs between two configs, in the config's order. */
 function changedSections(from: Config, to: Config): string[] {
@@ -531,4 +536,40 @@ async function reloadListeners(runtime: ProxyRuntime, live: BoundListener[], fro
       return ended;
     },
   };
+}
+
+/** The stages a reload can swap as one: the resolver (dns) and the route selector with its PAC and upstreams (route). */
+export interface Network {
+  readonly resolver: Resolver;
+  readonly routes: BuiltRoutes;
+  readonly pacError: string | null;
+}
+
+async function buildNetwork(config: Config, options: AppOptions, log: OperationalLog, metricsRef: { current: MetricsSink | null }): Promise<Built<Network>> {
+  const hosts = compileHosts(config.dns.hosts);
+  if (!hosts.ok) return hosts;
+  const lookup =
+    options.lookup ??
+    (config.dns.servers === 'system'
+      ? createSystemLookup(Math.floor(config.dns.systemTtlMs / 1000))
+      : createServersLookup(config.dns.servers, config.dns.timeoutMs));
+  const { maxConcurrentLookups, maxConcurrentLookupsPerGrant } = config.limits;
+  const resolver = new Resolver(lookup, { ...config.dns, hosts: hosts.value, maxConcurrentLookups, maxConcurrentLookupsPerGrant }, () => performance.now());
+  const routes = buildRoutes(config.route, options.env, {
+    lookupSync: (host) => resolver.peek(host)?.map((a) => a.address) ?? null,
+    fetchText,
+    // The route fails closed (pac_unavailable) and the source retries: a warning, not a fault of Sluice's.
+    onPacError: (message) => log.warn({ route: 'pac' }, message),
+    onPacLoad: () => log.info({ route: 'pac' }, 'PAC script loaded'),
+    onPacCache: (hit) => metricsRef.current?.pacCache(hit),
+  }, { maxPacWaitingPerGrant: config.limits.maxPacWaitingPerGrant });
+  if (!routes.ok) return routes;
+  let pacError: string | null = null;
+  const pac = routes.value.pac;
+  if (pac !== null) {
+    // Without a PAC every PAC hop fails closed with pac_unavailable; refreshes may load one later.
+    if (!(await pac.load())) pacError = pac.lastError;
+    pac.start();
+  }
+  return { ok: true, value: { resolver, routes: routes.value, pacError } };
 }

@@ -11,6 +11,7 @@ import { parse, stringify } from 'yaml';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startApp, type SluiceApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config/index.js';
+import { startFixtureConnectProxy } from '../support/fault-servers.js';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { unusedPort } from '../support/ports.js';
 import { openConnectTunnel, type ConnectTunnel } from '../support/raw-client.js';
@@ -163,9 +164,54 @@ describe('reload applies the listeners section', () => {
     const echo = await echoServer();
     const s = await start(echo.port);
     s.rewrite((c) => {
-      c['dns'] = { timeoutMs: 1500 };
+      c['timeouts'] = { dialMs: 1500 };
     });
-    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['dns'], needsRestart: ['dns'] } });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['timeouts'], needsRestart: ['timeouts'] } });
+  });
+
+  it('applies dns: a name whose dns.hosts answer moved to a forbidden address is refused at the next hop, never dialed', async () => {
+    const echo = await echoServer();
+    const s = await start(echo.port);
+    const port = portOf(s.app, 'shared') as number;
+    s.rewrite((c) => {
+      c['dns'] = { hosts: { 'svc.test': ['127.0.0.1'] } };
+      (c['grants'] as { destinations: string[] }[])[0]!.destinations = [`tcp://svc.test:${echo.port}`];
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { needsRestart: [] } });
+    // Twice: the second is answered from the hop cache.
+    expect(await status(port, `svc.test:${echo.port}`)).toBe(200);
+    expect(await status(port, `svc.test:${echo.port}`)).toBe(200);
+    const dialed = echo.connections;
+    s.rewrite((c) => {
+      c['dns'] = { hosts: { 'svc.test': ['10.0.0.1'] } };
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['dns'], needsRestart: [] } });
+    expect(await status(port, `svc.test:${echo.port}`)).toBe(403);
+    expect(echo.connections).toBe(dialed);
+  });
+
+  it('applies route: after a reload to an upstream proxy, the next tunnel goes through it', async () => {
+    const echo = await echoServer();
+    const upstream = await startFixtureConnectProxy();
+    cleanups.push(() => upstream.close());
+    const s = await start(echo.port);
+    const port = portOf(s.app, 'shared') as number;
+    const target = `127.0.0.1:${echo.port}`;
+    expect(await status(port, target)).toBe(200);
+    expect(upstream.targets).toEqual([]);
+    s.rewrite((c) => {
+      c['route'] = { mode: 'proxy', proxy: { url: upstream.url } };
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['route'], needsRestart: [] } });
+    expect(await status(port, target)).toBe(200);
+    expect(upstream.targets).toEqual([target]);
+    // And back to direct: the upstream sees nothing more.
+    s.rewrite((c) => {
+      c['route'] = { mode: 'direct' };
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['route'] } });
+    expect(await status(port, target)).toBe(200);
+    expect(upstream.targets).toEqual([target]);
   });
 });
 
