@@ -9,7 +9,7 @@ import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSyst
 import { buildRoutes, type BuiltRoutes, type PacSource, type RouteSelector } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive, upstreamFailureLogger } from './egress/index.js';
 import { checkAdminSection, resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
-import { createForwardAgent } from './relay/index.js';
+import { createForwardAgent, type ForwardAgent, type RelayLimits } from './relay/index.js';
 import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
 import { AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
@@ -158,7 +158,7 @@ export async function loadCheckedConfig(file: string, options: Pick<AppOptions, 
 export async function buildRuntime(
   config: Config,
   options: AppOptions,
-): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null; pac: () => PacSource | null; tokens: ReadonlyMap<string, Buffer>; freshness: { isFresh: () => boolean }; rebuildNetwork: (next: Config) => Promise<Built<Network>>; useNetwork: (next: Network) => void }>> {
+): Promise<Built<{ runtime: ProxyRuntime; self: SelfAddresses; pacError: string | null; pac: () => PacSource | null; tokens: ReadonlyMap<string, Buffer>; freshness: { isFresh: () => boolean }; rebuildNetwork: (next: Config) => Promise<Built<Network>>; useNetwork: (next: Network) => void; useTunables: (next: Config) => void }>> {
   const self = new SelfAddresses(selfListeners(configDraft(config)), new HostAddresses(options.hostInterfaces, options.hostRefreshMs));
   // The same checks loadCheckedConfig runs: a caller that parsed the config itself (tests, reload) gets them too.
   const issues = await checkConfigDraft(configDraft(config), options.env, options.hostInterfaces);
@@ -194,6 +194,8 @@ export async function buildRuntime(
   metricsRef.current = metrics;
   // The file store is always fresh; startApp points this at the fleet sync on the Redis store.
   const freshness = { isFresh: (): boolean => true };
+  // Looked up in the routes in force: a reload that changes route.proxy changes what may be dialed.
+  const upstreamConnector = createUpstreamConnector((host, port) => network.current.routes.upstreams.get(`${host} ${port}`), (proxy) => connectToProxy(proxy, upstreamOptions));
   const runtime: ProxyRuntime = {
     gate: new ConnectionGate(config.limits.maxConnections),
     authThrottle: new AuthThrottle({ perGrantId: config.limits.authFailuresPerMinute, perSource: config.limits.authFailuresPerMinutePerSource }, Date.now, log),
@@ -208,8 +210,7 @@ export async function buildRuntime(
     log,
     forwardAgent: createForwardAgent({ connect: createPinnedConnector(dialOptions), headersTimeoutMs: config.timeouts.originResponseMs, bodyTimeoutMs: config.timeouts.idleMs }),
     upstreamAgent: createForwardAgent({
-      // Looked up in the routes in force: a reload that changes route.proxy changes what may be dialed.
-      connect: createUpstreamConnector((host, port) => network.current.routes.upstreams.get(`${host} ${port}`), (proxy) => connectToProxy(proxy, upstreamOptions)),
+      connect: upstreamConnector,
       headersTimeoutMs: config.timeouts.originResponseMs,
       bodyTimeoutMs: config.timeouts.idleMs,
     }),
@@ -229,7 +230,26 @@ export async function buildRuntime(
     if (previous.routes.selector !== next.routes.selector) previous.routes.selector.close();
   };
   const rebuildNetwork = (next: Config): Promise<Built<Network>> => buildNetwork(next, options, log, metricsRef);
-  return { ok: true, value: { runtime, self, pacError, pac: () => network.current.routes.pac, tokens: tokens.value, freshness, rebuildNetwork, useNetwork } };
+  /** A reload's timeouts and limits, for every new connection, hop, dial and forwarded request from now on. */
+  const useTunables = (next: Config): void => {
+    const writable = runtime as { relay: RelayLimits; handshakeTimeoutMs: number; maxHeaderCount: number; forwardAgent: ForwardAgent; upstreamAgent: ForwardAgent };
+    (dialOptions as { timeoutMs: number }).timeoutMs = next.timeouts.dialMs;
+    (upstreamOptions as { timeoutMs: number }).timeoutMs = next.timeouts.upstreamMs;
+    writable.relay = { idleTimeoutMs: next.timeouts.idleMs };
+    writable.handshakeTimeoutMs = next.timeouts.headersMs;
+    writable.maxHeaderCount = next.limits.maxHeaderCount;
+    runtime.gate.setMax(next.limits.maxConnections);
+    runtime.authThrottle.setLimits({ perGrantId: next.limits.authFailuresPerMinute, perSource: next.limits.authFailuresPerMinutePerSource });
+    if (next.timeouts.originResponseMs !== config.timeouts.originResponseMs || next.timeouts.idleMs !== config.timeouts.idleMs) {
+      // undici takes its timeouts at construction: new agents for new requests; the old ones finish theirs.
+      const [forward, upstream] = [runtime.forwardAgent, runtime.upstreamAgent];
+      writable.forwardAgent = createForwardAgent({ connect: createPinnedConnector(dialOptions), headersTimeoutMs: next.timeouts.originResponseMs, bodyTimeoutMs: next.timeouts.idleMs });
+      writable.upstreamAgent = createForwardAgent({ connect: upstreamConnector, headersTimeoutMs: next.timeouts.originResponseMs, bodyTimeoutMs: next.timeouts.idleMs });
+      void forward.close().catch(() => undefined);
+      void upstream.close().catch(() => undefined);
+    }
+  };
+  return { ok: true, value: { runtime, self, pacError, pac: () => network.current.routes.pac, tokens: tokens.value, freshness, rebuildNetwork, useNetwork, useTunables } };
 }
 
 /** Installs config grants, replacing earlier config grants; `revoked` ids load revoked. Returns connections ended. */
@@ -284,7 +304,7 @@ async function startFleetSync(ledger: Ledger, store: RedisLedgerStore, config: C
 export async function startApp(config: Config, options: AppOptions): Promise<SluiceApp> {
   const built = await buildRuntime(config, options);
   if (!built.ok) throw new ProxyError('ERR_CONFIG_INVALID', built.issues.map((i) => `${i.path}: ${i.message}`).join('\n'));
-  const { runtime, self, pac, tokens, freshness, rebuildNetwork, useNetwork } = built.value;
+  const { runtime, self, pac, tokens, freshness, rebuildNetwork, useNetwork, useTunables } = built.value;
   const registry = runtime.registry;
   const shared = await openSharedStore(config, options.env);
   const ledger = await Ledger.open(new LedgerStore(config.state), undefined, shared).catch(async (error: unknown) => {
@@ -313,9 +333,10 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
   }
 
   // Replaced in place by a reload that adds, removes or changes listeners (reloadListeners).
-  const listeners: BoundListener[] = await startListeners(runtime, config.listeners, httpLimits(config));
+  // One limits object for every listener, read per connection: a reload updates it in place.
+  const limits: { -readonly [K in keyof HttpLimits]: HttpLimits[K] } = httpLimits(config);
+  const listeners: BoundListener[] = await startListeners(runtime, config.listeners, limits);
   for (const l of listeners) self.add(l.address);
-  const limits = httpLimits(config);
   const dedicated = new DedicatedListeners<BoundListener>({
     open: async (grantId, listen) => {
       const [bound] = await startListeners(runtime, [{ name: DEDICATED_LISTENER_NAME, listen, grant: grantId, protocol: 'http' }], limits);
@@ -353,7 +374,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     // and swapped in only once the rest of the reload holds.
     const sections = changedSections(current, next);
     let network: Network | null = null;
-    if (sections.includes('dns') || sections.includes('route')) {
+    if (sections.includes('dns') || sections.includes('route') || sections.includes('limits')) {
       const rebuilt = await rebuildNetwork(next);
       if (!rebuilt.ok) {
         if (next.audit.file !== current.audit.file) runtime.audit.reopen?.(current.audit.file);
@@ -362,7 +383,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
       network = rebuilt.value;
     }
     // Listeners next: one that cannot bind rolls the whole reload back before any grant changes.
-    const relisted = await reloadListeners(runtime, listeners, current.listeners, next.listeners, httpLimits(next), self);
+    const relisted = await reloadListeners(runtime, listeners, current.listeners, next.listeners, limits, self);
     if (!relisted.ok) {
       if (next.audit.file !== current.audit.file) runtime.audit.reopen?.(current.audit.file);
       network?.routes.selector.close();
@@ -370,6 +391,15 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     }
     // In force from here: new hops resolve and route by the new sections (hops already dialed keep theirs).
     if (network !== null) useNetwork(network);
+    useTunables(next);
+    Object.assign(limits, httpLimits(next));
+    for (const l of listeners) {
+      if (l.http === null) continue;
+      // node:http reads these per new connection.
+      l.http.headersTimeout = limits.headersTimeoutMs;
+      (l.http as unknown as { maxHeaderSize: number }).maxHeaderSize = limits.maxHeaderBytes;
+      l.http.maxHeadersCount = next.limits.maxHeaderCount + 1;
+    }
     // The ledger and the grants in force change together.
     const dropped = current.grants.map((g) => g.id).filter((id) => !next.grants.some((g) => g.id === id) && ledger.get(id)?.source === 'config');
     ledger.setConfigGrants(next.grants);
@@ -459,7 +489,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
 }
 
 /** The config sections a reload applies; a change to any other is reported as needing a restart. */
-const RELOADED_SECTIONS: ReadonlySet<string> = new Set(['grants', 'listeners', 'audit', 'dns', 'route']);
+const RELOADED_SECTIONS: ReadonlySet<string> = new Set(['grants', 'listeners', 'audit', 'dns', 'route', 'timeouts', 'limits']);
 
 /** The top-level sections whose value differs between two configs, in the config's order. */
 function changedSections(from: Config, to: Config): string[] {

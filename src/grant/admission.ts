@@ -14,7 +14,12 @@ export class ConnectionGate {
   private total = 0;
   private readonly perListener = new Map<string, number>();
 
-  constructor(private readonly maxTotal: number) {}
+  constructor(private maxTotal: number) {}
+
+  /** A reload's new limits.maxConnections: connections over it are not ended; new ones wait for room. */
+  setMax(maxTotal: number): void {
+    this.maxTotal = maxTotal;
+  }
 
   /** Counts a new connection if both caps allow it; the caller must `release` it exactly once. */
   tryAdmit(listener: string, listenerMax: number | undefined): boolean {
@@ -102,10 +107,15 @@ export class AuthThrottle {
   private loggedOverflow = false;
 
   constructor(
-    private readonly limits: AuthThrottleLimits,
+    private limits: AuthThrottleLimits,
     private readonly now: () => number,
     private readonly log: Pick<OperationalLog, 'warn'> | null = null,
   ) {}
+
+  /** A reload's new limits; failures counted so far stay counted. */
+  setLimits(limits: AuthThrottleLimits): void {
+    this.limits = limits;
+  }
 
   private roll(): void {
     const now = this.now();

@@ -82,8 +82,8 @@ async function liveTunnel(port: number, target: string): Promise<{ tunnel: Conne
   return { tunnel, echoes };
 }
 
-async function status(port: number, target: string): Promise<number> {
-  const t = await openConnectTunnel(port, target, BEARER);
+async function status(port: number, target: string, headers: Record<string, string> = BEARER): Promise<number> {
+  const t = await openConnectTunnel(port, target, headers);
   t.socket.destroy();
   return t.status;
 }
@@ -164,9 +164,38 @@ describe('reload applies the listeners section', () => {
     const echo = await echoServer();
     const s = await start(echo.port);
     s.rewrite((c) => {
+      c['log'] = { level: 'debug' };
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['log'], needsRestart: ['log'] } });
+  });
+
+  it('applies limits and timeouts to new connections: a lower maxConnections refuses the next one, live ones keep going', async () => {
+    const echo = await echoServer();
+    const target = `127.0.0.1:${echo.port}`;
+    const s = await start(echo.port);
+    const port = portOf(s.app, 'shared') as number;
+    const headers: Record<string, string> = { ...BEARER };
+    for (let i = 0; i < 10; i++) headers[`X-Extra-${i}`] = 'x';
+    // Ten extra fields pass under the default maxHeaderCount.
+    expect(await status(port, target, headers)).toBe(200);
+    const live = await liveTunnel(port, target);
+    s.rewrite((c) => {
+      c['limits'] = { maxConnections: 1, maxHeaderCount: 8 };
       c['timeouts'] = { dialMs: 1500 };
     });
-    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['timeouts'], needsRestart: ['timeouts'] } });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['timeouts', 'limits'], needsRestart: [] } });
+    expect(s.app.runtime.dial.timeoutMs).toBe(1500);
+    expect(await status(port, target)).toBe(429); // connections_exhausted
+    expect(await live.echoes('still here')).toBe('still here');
+    live.tunnel.socket.destroy();
+    s.rewrite((c) => {
+      c['limits'] = { maxConnections: 100, maxHeaderCount: 8 };
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true });
+    expect(await status(port, target)).toBe(200);
+    const crowded = await openConnectTunnel(port, target, headers);
+    crowded.socket.destroy();
+    expect([crowded.status, /details="headers_too_large"/.test(crowded.head)]).toEqual([400, true]);
   });
 
   it('applies dns: a name whose dns.hosts answer moved to a forbidden address is refused at the next hop, never dialed', async () => {
