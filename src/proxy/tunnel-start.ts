@@ -3,6 +3,7 @@
 // bytes read are handed on unchanged when they start a request.
 import type net from 'node:net';
 import type { ReasonCode } from '../core/index.js';
+import { readFirstBytes } from '../relay/index.js';
 
 export type TunnelStart =
   | { readonly kind: 'incomplete' }
@@ -43,37 +44,12 @@ export type TunnelStartRead =
  * with the CONNECT head or the SOCKS5 request). Leaves the socket paused, its bytes in `head`.
  */
 export function readTunnelStart(socket: net.Socket, first: Buffer, timeoutMs: number): Promise<TunnelStartRead> {
-  return new Promise((resolve) => {
-    let buffer = first;
-    let timer: NodeJS.Timeout | null = null;
-    function done(result: TunnelStartRead): void {
-      if (timer !== null) clearTimeout(timer);
-      socket.removeListener('data', onData);
-      socket.removeListener('end', onEnd);
-      socket.removeListener('close', onEnd);
-      socket.pause();
-      resolve(result);
-    }
-    function check(): boolean {
-      const start = classifyTunnelStart(buffer);
-      if (start.kind === 'incomplete') return false;
-      done(start.kind === 'http' ? { ok: true, head: buffer } : { ok: false, reason: 'tunnel_not_http', detail: start.detail });
-      return true;
-    }
-    function onData(chunk: Buffer): void {
-      buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
-      check();
-    }
-    function onEnd(): void {
-      done({ ok: false, reason: 'client_gone', detail: 'the client closed the tunnel before sending a request' });
-    }
-    if (check()) return;
-    if (socket.destroyed) return onEnd();
-    timer = setTimeout(() => done({ ok: false, reason: 'request_timeout', detail: 'no request inside the tunnel within timeouts.headersMs' }), timeoutMs);
-    socket.on('data', onData);
-    // A reset ends the wait at once ('close' without 'end').
-    socket.once('end', onEnd);
-    socket.once('close', onEnd);
-    socket.resume();
+  return readFirstBytes<TunnelStartRead>(socket, first, timeoutMs, (buffer) => {
+    const start = classifyTunnelStart(buffer);
+    if (start.kind === 'incomplete') return null;
+    return start.kind === 'http' ? { ok: true, head: buffer } : { ok: false, reason: 'tunnel_not_http', detail: start.detail };
+  }, {
+    timedOut: { ok: false, reason: 'request_timeout', detail: 'no request inside the tunnel within timeouts.headersMs' },
+    closed: { ok: false, reason: 'client_gone', detail: 'the client closed the tunnel before sending a request' },
   });
 }

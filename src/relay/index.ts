@@ -3,3 +3,4 @@ export * from './hop-by-hop.js';
 export * from './tunnel.js';
 export * from './forward.js';
 export * from './client-hello.js';
+export * from './first-bytes.js';
