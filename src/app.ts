@@ -382,12 +382,34 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
       }
       network = rebuilt.value;
     }
+    // The metrics listener moved: the new one is bound beside the old, which closes once the reload holds.
+    const metricsMoves = next.admin.metrics !== current.admin.metrics && next.admin.metrics !== undefined && metricsServer !== null;
+    let nextMetrics: MetricsServer | null = null;
+    const undoSoFar = (): void => {
+      if (next.audit.file !== current.audit.file) runtime.audit.reopen?.(current.audit.file);
+      network?.routes.selector.close();
+      void nextMetrics?.close();
+    };
+    if (metricsMoves && next.admin.metrics !== undefined) {
+      try {
+        nextMetrics = await startMetricsServer(next.admin.metrics, runtime.metrics, control);
+      } catch (error) {
+        undoSoFar();
+        return { ok: false, status: 400, reason: 'config_invalid', issues: [{ path: 'admin.metrics', message: `cannot bind ${next.admin.metrics}: ${(error as Error).message}; the running config is kept` }] };
+      }
+    }
     // Listeners next: one that cannot bind rolls the whole reload back before any grant changes.
     const relisted = await reloadListeners(runtime, listeners, current.listeners, next.listeners, limits, self);
     if (!relisted.ok) {
-      if (next.audit.file !== current.audit.file) runtime.audit.reopen?.(current.audit.file);
-      network?.routes.selector.close();
+      undoSoFar();
       return { ok: false, status: 400, reason: 'config_invalid', issues: [relisted.issue] };
+    }
+    if (nextMetrics !== null || (next.admin.metrics === undefined && metricsServer !== null)) {
+      // Moved, or switched off (counting goes on; nothing serves it): the old listener closes.
+      const old = metricsServer;
+      metricsServer = nextMetrics;
+      if (nextMetrics !== null) self.add(nextMetrics.address);
+      void old?.close();
     }
     // In force from here: new hops resolve and route by the new sections (hops already dialed keep theirs).
     if (network !== null) useNetwork(network);
@@ -410,7 +432,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     runtime.hopCache.clear();
     ended += await relisted.retire();
     const changed = sections;
-    const needsRestart = changed.filter((section) => !RELOADED_SECTIONS.has(section));
+    const needsRestart = changed.filter((section) => !RELOADED_SECTIONS.has(section) && !(section === 'admin' && onlyMetricsApplied(current, next, metricsServer !== null || next.admin.metrics === undefined)));
     current = next;
     const listenerChanges = { added: relisted.added, removed: relisted.removed, changed: relisted.changed };
     runtime.log.info({ endedConnections: ended, changed, listeners: listenerChanges }, `config reloaded: ${changed.length === 0 ? 'nothing changed' : `changed ${changed.join(', ')}`}`);
@@ -466,7 +488,9 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     runtime,
     listeners,
     adminAddress: admin?.address ?? null,
-    metricsAddress: metricsServer?.address ?? null,
+    get metricsAddress() {
+      return metricsServer?.address ?? null;
+    },
     self,
     control,
     ledger,
@@ -602,4 +626,15 @@ async function buildNetwork(config: Config, options: AppOptions, log: Operationa
     pac.start();
   }
   return { ok: true, value: { resolver, routes: routes.value, pacError } };
+}
+
+/**
+ * Whether `admin` changed only in `metrics` and the reload applied it: a moved or closed metrics
+ * listener. Metrics switched on at run time are not: without admin.metrics at start nothing is counted
+ * (NoopMetrics, so the hot path pays nothing), so that needs a restart.
+ */
+function onlyMetricsApplied(from: Config, to: Config, applied: boolean): boolean {
+  const { metrics: _a, ...fromRest } = from.admin;
+  const { metrics: _b, ...toRest } = to.admin;
+  return applied && JSON.stringify(fromRest) === JSON.stringify(toRest) && (from.admin.metrics !== undefined || to.admin.metrics === undefined);
 }

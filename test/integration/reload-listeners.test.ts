@@ -32,7 +32,7 @@ interface Running {
   rewrite(edit: (config: Record<string, unknown>) => void): void;
 }
 
-async function start(echoPort: number): Promise<Running> {
+async function start(echoPort: number, extra: Record<string, unknown> = {}): Promise<Running> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-reload-listeners-'));
   cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'sluice.yaml');
@@ -41,6 +41,7 @@ async function start(echoPort: number): Promise<Running> {
     state: path.join(dir, 'state'),
     audit: { file: path.join(dir, 'audit.jsonl') },
     grants: [{ id: 'g', tokenSha256: tokenHash(TOKEN), destinations: [`tcp://127.0.0.1:${echoPort}`], allowAddressClasses: ['loopback'] }],
+    ...extra,
   }));
   const loaded = await loadConfig(file, dir);
   if (!loaded.ok) throw new Error(`config: ${JSON.stringify(loaded.issues)}`);
@@ -277,5 +278,34 @@ describe('reload and the audit file', () => {
     expect(await status(port, target)).toBe(200);
     await waitUntil(() => decisions(moved) === 1, { timeoutMs: 3000, label: 'the record in the new audit file' });
     expect(decisions(s.audit)).toBe(0);
+  });
+});
+
+describe('reload and the metrics listener', () => {
+  it('moves the metrics listener: the new address serves /metrics, the old one is closed', async () => {
+    const echo = await echoServer();
+    const first = await unusedPort();
+    const s = await start(echo.port, { admin: { metrics: `127.0.0.1:${first}` } });
+    expect(s.app.metricsAddress).toBe(`127.0.0.1:${first}`);
+    const moved = await unusedPort();
+    s.rewrite((c) => {
+      c['admin'] = { metrics: `127.0.0.1:${moved}` };
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['admin'], needsRestart: [] } });
+    expect(s.app.metricsAddress).toBe(`127.0.0.1:${moved}`);
+    const scraped = await fetch(`http://127.0.0.1:${moved}/metrics`);
+    expect([scraped.status, (await scraped.text()).includes('sluice_connections_total')]).toEqual([200, true]);
+    await waitUntil(() => refusesConnections(first), { timeoutMs: 3000, label: 'the old metrics address closed' });
+  });
+
+  it('switching metrics on at run time is reported as needing a restart (nothing was counted)', async () => {
+    const echo = await echoServer();
+    const s = await start(echo.port);
+    const port = await unusedPort();
+    s.rewrite((c) => {
+      c['admin'] = { metrics: `127.0.0.1:${port}` };
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['admin'], needsRestart: ['admin'] } });
+    expect(s.app.metricsAddress).toBeNull();
   });
 });
