@@ -232,6 +232,8 @@ export async function buildRuntime(
   const rebuildNetwork = (next: Config): Promise<Built<Network>> => buildNetwork(next, options, log, metricsRef);
   /** A reload's timeouts and limits, for every new connection, hop, dial and forwarded request from now on. */
   const useTunables = (next: Config): void => {
+    // The operational log's level, when it is Sluice's own pino logger (a caller's log keeps its own).
+    if (options.log === undefined && 'level' in log) (log as { level: string }).level = next.log.level;
     const writable = runtime as { relay: RelayLimits; handshakeTimeoutMs: number; maxHeaderCount: number; forwardAgent: ForwardAgent; upstreamAgent: ForwardAgent };
     (dialOptions as { timeoutMs: number }).timeoutMs = next.timeouts.dialMs;
     (upstreamOptions as { timeoutMs: number }).timeoutMs = next.timeouts.upstreamMs;
@@ -513,7 +515,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
 }
 
 /** The config sections a reload applies; a change to any other is reported as needing a restart. */
-const RELOADED_SECTIONS: ReadonlySet<string> = new Set(['grants', 'listeners', 'audit', 'dns', 'route', 'timeouts', 'limits']);
+const RELOADED_SECTIONS: ReadonlySet<string> = new Set(['grants', 'listeners', 'audit', 'dns', 'route', 'timeouts', 'limits', 'log']);
 
 /** The top-level sections whose value differs between two configs, in the config's order. */
 function changedSections(from: Config, to: Config): string[] {

@@ -165,9 +165,10 @@ describe('reload applies the listeners section', () => {
     const echo = await echoServer();
     const s = await start(echo.port);
     s.rewrite((c) => {
+      c['state'] = path.join(path.dirname(s.file), 'state-elsewhere');
       c['log'] = { level: 'debug' };
     });
-    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['log'], needsRestart: ['log'] } });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['state', 'log'], needsRestart: ['state'] } });
   });
 
   it('applies limits and timeouts to new connections: a lower maxConnections refuses the next one, live ones keep going', async () => {
