@@ -18,6 +18,9 @@ async function pair(): Promise<{ client: net.Socket; server: net.Socket }> {
   const accepted = new Promise<net.Socket>((resolve) => listener.once('connection', resolve));
   const client = net.connect(port, '127.0.0.1');
   const server = await accepted;
+  // A reset is what some tests do on purpose: their sockets' errors are expected, not faults.
+  client.on('error', () => undefined);
+  server.on('error', () => undefined);
   cleanups.push(() => {
     client.destroy();
     server.destroy();
