@@ -198,16 +198,21 @@ export function decisionBytesBound(hop: HopDecisionFacts, place: AuditPlace): nu
   return n;
 }
 
-/** Writes the decision record of `hop` at `at` (formatRecord of the proxy's decisionOf); returns the offset after it. */
-export function encodeDecision(out: Buffer, at: number, hop: HopDecisionFacts, place: AuditPlace, nowMs: number): number {
-  let o = bytes(out, at, DECISION_HEAD);
+/** The fields both records open with: kind, ts, connection, hop, listener. */
+function encodeHead(out: Buffer, at: number, head: Uint8Array, index: number, place: AuditPlace, nowMs: number): number {
+  let o = bytes(out, at, head);
   o = writeIsoTimestamp(out, o, nowMs);
   o = bytes(out, o, CONNECTION);
   o = str(out, o, place.id);
   o = bytes(out, o, HOP);
-  o = num(out, o, hop.index);
+  o = num(out, o, index);
   o = bytes(out, o, LISTENER);
-  o = str(out, o, place.listener);
+  return str(out, o, place.listener);
+}
+
+/** Writes the decision record of `hop` at `at` (formatRecord of the proxy's decisionOf); returns the offset after it. */
+export function encodeDecision(out: Buffer, at: number, hop: HopDecisionFacts, place: AuditPlace, nowMs: number): number {
+  let o = encodeHead(out, at, DECISION_HEAD, hop.index, place, nowMs);
   const principal = hop.principal;
   o = bytes(out, o, PRINCIPAL);
   o = principal === null ? bytes(out, o, NULL) : str(out, o, principal.grantId);
@@ -282,14 +287,7 @@ export function closeBytesBound(hop: HopCloseFacts, place: AuditPlace, outcome: 
 
 /** Writes the close record of `hop` at `at`, closed at `nowMs`; returns the offset after it. */
 export function encodeClose(out: Buffer, at: number, hop: HopCloseFacts, place: AuditPlace, outcome: CloseOutcome, nowMs: number): number {
-  let o = bytes(out, at, CLOSE_HEAD);
-  o = writeIsoTimestamp(out, o, nowMs);
-  o = bytes(out, o, CONNECTION);
-  o = str(out, o, place.id);
-  o = bytes(out, o, HOP);
-  o = num(out, o, hop.index);
-  o = bytes(out, o, LISTENER);
-  o = str(out, o, place.listener);
+  let o = encodeHead(out, at, CLOSE_HEAD, hop.index, place, nowMs);
   o = bytes(out, o, PRINCIPAL);
   o = nstr(out, o, hop.principal === null ? null : hop.principal.grantId);
   o = bytes(out, o, REQUEST);
