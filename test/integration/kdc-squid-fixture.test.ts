@@ -14,9 +14,25 @@ import { startHttpOrigin, startHttpsOrigin, type Origin } from '../support/origi
 import { curlHeadersAndBody, runCurl, type CurlResult } from '../support/curl.js';
 import { kdcAvailable, startKdc, type Kdc } from '../support/kdc.js';
 import { squidAvailable, startSquid, type Squid, type SquidLogEntry } from '../support/squid.js';
-import { waitUntil } from '../support/wait.js';
+import { waitUntil, withTimeout } from '../support/wait.js';
 
 const ORIGIN_PKI = createTestPki(['origin.test']);
+
+/** Writes `request` on a fresh connection and resolves with everything read until the peer closes. */
+function rawRequest(port: number, request: string): Promise<string> {
+  return withTimeout(
+    new Promise<string>((resolve, reject) => {
+      const socket = net.connect({ port, host: '127.0.0.1' }, () => socket.write(request));
+      let data = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (data += chunk));
+      socket.once('end', () => resolve(data));
+      socket.once('error', reject);
+    }),
+    5000,
+    'raw request through Squid',
+  );
+}
 const available = kdcAvailable() && squidAvailable();
 
 describe.skipIf(!available && process.env.CI !== 'true')('KDC and Kerberos-protected Squid fixtures (real krb5kdc, squid, curl)', () => {
@@ -168,6 +184,36 @@ describe.skipIf(!available && process.env.CI !== 'true')('KDC and Kerberos-prote
     expect(find(entries, 'GET', `http://origin.test:${http.port}/stale`)).toMatchObject({ status: 407, serverAddress: null });
   });
 
+  it('the kerberos binding Sluice uses (SPN HTTP@localhost, SPNEGO) gets a token Squid accepts; no ticket or an expired one is refused in the client', async () => {
+    const kerberos = (await import('kerberos')).default;
+    const saved = { config: process.env['KRB5_CONFIG'], ccache: process.env['KRB5CCNAME'] };
+    // MIT reads KRB5_CONFIG and KRB5CCNAME from the calling process's environment.
+    const step = async (cc: string): Promise<string> => {
+      Object.assign(process.env, { KRB5_CONFIG: kdc.krb5Config, KRB5CCNAME: `FILE:${cc}` });
+      const client = await kerberos.initializeClient('HTTP@localhost', { mechOID: kerberos.GSS_MECH_OID_SPNEGO });
+      return client.step('');
+    };
+    try {
+      const cc = ccache('binding.cc');
+      await kdc.kinit('alice', 'alice-pw-1', cc);
+      const token = await step(cc);
+      const reply = await rawRequest(squid.port, `GET http://origin.test:${http.port}/binding HTTP/1.1\r\nHost: origin.test:${http.port}\r\nProxy-Authorization: Negotiate ${token}\r\nConnection: close\r\n\r\n`);
+      expect(reply).toMatch(/^HTTP\/1\.1 200 /);
+      expect(reply.endsWith('origin:GET:/binding')).toBe(true);
+      await expect(step(ccache('binding-empty.cc'))).rejects.toThrow(/credentials/i);
+      await kdc.addUser('erin', 'erin-pw-3', { maxLifeSeconds: 1 });
+      const short = ccache('binding-short.cc');
+      await kdc.kinit('erin', 'erin-pw-3', short);
+      await waitUntil(async () => !(await kdc.ticketValid(short)), { timeoutMs: 10_000, label: 'erin ticket expired' });
+      await expect(step(short)).rejects.toThrow(/expired/i);
+    } finally {
+      for (const [key, value] of [['KRB5_CONFIG', saved.config], ['KRB5CCNAME', saved.ccache]] as const) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
+    }
+  });
+
   it('curl --proxy-ntlm completes the connection-bound NTLM handshake for a request and a CONNECT', async () => {
     const ntlm = ['-i', '-4', '--proxy', proxy, '--proxy-ntlm', '--proxy-user', 'dave:dave-pw'];
     const plain = await runCurl([...ntlm, `http://origin.test:${http.port}/ntlm`]);
@@ -193,6 +239,9 @@ describe.skipIf(!available && process.env.CI !== 'true')('KDC and Kerberos-prote
     await expect(kdc.addUser('mallory delprinc alice', 'pw')).rejects.toThrow(/invalid principal/);
     await expect(kdc.addUser('mallory', 'pw\ndelprinc -force alice')).rejects.toThrow(/invalid password/);
     await expect(kdc.addService('HTTP/localhost@EVIL.TEST')).rejects.toThrow(/not in realm SLUICE\.TEST/);
+    // kadmin.local exits 0 when a query fails: its message must still surface, password masked.
+    await expect(kdc.addUser('alice', 'replaced-pw')).rejects.toThrow(/already exists/);
+    await expect(kdc.addUser('alice', 'replaced-pw')).rejects.not.toThrow(/replaced-pw/);
     // alice is untouched.
     await kdc.kinit('alice', 'alice-pw-1', ccache('still-there.cc'));
   });

@@ -384,7 +384,8 @@ function makeHandle(
     // Queries go on stdin, not argv: a password never shows in `ps`.
     const result = await run(bins.kadmin, ['-r', realm], adminEnv(), `${query}\n`);
     // kadmin.local exits 0 even when a query fails; its errors go to stderr.
-    const failed = result.code !== 0 || /error|not found|cannot|unable|invalid/i.test(result.stderr);
+    // MIT reports failures as "<what> while <doing>" (e.g. "Principal or policy already exists while creating").
+    const failed = result.code !== 0 || /\bwhile\b|error|not found|cannot|unable|invalid|already exists/i.test(result.stderr);
     if (failed) {
       const shown = query.replace(/-pw \S+/, '-pw ***');
       throw new Error(`kdc: kadmin.local "${shown}" failed (${String(result.code)}): ${result.stderr.trim()}`);
