@@ -271,7 +271,8 @@ describe('readNtlmCredentials', () => {
 
   it('never returns an error holding any part of the line after the colon', () => {
     fc.assert(
-      fc.property(fc.constantFrom('', '\\', 'CORP\\', '@corp', 'x@'), fc.string({ minLength: 4, maxLength: 30 }).filter((p) => !/[\r\n]/.test(p) && p.trim() === p && p.trim().length >= 4), (account, password) => {
+      fc.property(fc.constantFrom('', '\\', 'CORP\\', '@corp', 'x@'), fc.string({ maxLength: 30 }).map((p) => `Zq7${p}`).filter((p) => !/[\r\n]/.test(p) && p.trim() === p), (account, password) => {
+        // Zq7 prefix: a password that happens to be a word of the fixed message ("name") is not a leak.
         const result = readNtlmCredentials(`${account}:${password}`);
         if (typeof result === 'string') expect(result.includes(password)).toBe(false);
       }),

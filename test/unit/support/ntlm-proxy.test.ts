@@ -138,6 +138,23 @@ describe('ntlm-proxy fixture', () => {
       expect(connection?.requests.map((r) => [r.method, r.authorization, r.status])).toEqual([['CONNECT', 'NTLM', 407], ['CONNECT', 'NTLM', 200]]);
     });
 
+    it('relays a response without Content-Length as chunked and keeps the authenticated connection for the next URL', async () => {
+      const streaming = await startHttpOrigin({ handler: (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('part-1;');
+        res.end('part-2');
+      } });
+      cleanups.push(() => streaming.close());
+      const proxy = await start();
+      const url = `http://origin.test:${streaming.port}`;
+      const res = await runCurl(['--proxy-ntlm', '-U', 'bob:b0b-pw', '--proxy', proxy.url, `${url}/one`, `${url}/two`]);
+      expect(res.stdout).toBe('part-1;part-2part-1;part-2');
+      const [connection, ...others] = proxy.connections();
+      expect(others).toEqual([]);
+      // curl re-runs the handshake for each URL, on the same TCP connection.
+      expect(connection?.requests.filter((r) => r.status === 200).map((r) => r.target)).toEqual([`${url}/one`, `${url}/two`]);
+    });
+
     it('tunnels to a plain origin with curl -p', async () => {
       const proxy = await start();
       const res = await runCurl(['-p', '--proxy-ntlm', '-U', 'bob:b0b-pw', '--proxy', proxy.url, `http://origin.test:${origin.port}/p`]);
