@@ -2,14 +2,14 @@
 // The only file that knows every module; it touches no process globals (main.ts passes env and cwd).
 import net from 'node:net';
 import { ProxyError, type ControlResult, type LookupAll, type LookupAnswer, type ProxyControl, type ReloadOutcome } from './core/index.js';
-import { configDraft, dedupeIssues, loadConfig, unwritableReason, type Config, type ConfigDraft, type ConfigIssue, type ConfigResult, type ListenerSection, type LoadOptions } from './config/index.js';
+import { configDraft, dedupeIssues, proxyRouteEntries, loadConfig, unwritableReason, type Config, type ConfigDraft, type ConfigIssue, type ConfigResult, type ListenerSection, type LoadOptions } from './config/index.js';
 import { canonicalizeHost } from './authority/index.js';
 import { FleetSync, Ledger, LedgerStore, RedisLedgerStore, UsageFile, type GrantRecord } from './ledger/index.js';
 import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSystemLookup, type ReadInterfaces } from './resolve/index.js';
 import { buildRoutes, type BuiltRoutes, type PacSource, type RouteSelector } from './route/index.js';
-import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive, upstreamFailureLogger } from './egress/index.js';
+import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive, LearnedMechanisms, systemGss, upstreamFailureLogger, type Gss } from './egress/index.js';
 import { checkAdminSection, resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
-import { createForwardAgent, type ForwardAgent, type RelayLimits } from './relay/index.js';
+import { createForwardAgent, createUpstreamClient, type ForwardAgent, type RelayLimits } from './relay/index.js';
 import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
 import { AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
@@ -33,6 +33,19 @@ export interface AppOptions {
   readonly hostInterfaces?: ReadInterfaces;
   /** How often `start` re-reads the interface list; HOST_ADDRESS_REFRESH_MS unless given. */
   readonly hostRefreshMs?: number;
+
+  /** Replaces the process's GSSAPI for Negotiate to upstream proxies (tests). */
+  readonly gss?: Gss;
+}
+
+/** `auth: negotiate` where this build has no GSSAPI: refused at load, not on the first hop. */
+export function negotiateIssues(route: NonNullable<ConfigDraft['route']>, gss: Gss): ConfigIssue[] {
+  if (gss.unavailable === null) return [];
+  const paths = [
+    ...(route.proxy === undefined ? [] : proxyRouteEntries(route.proxy).filter((e) => e.entry.auth === 'negotiate').map((e) => `${e.path}.auth`)),
+    ...(route.pac?.auth === 'negotiate' ? ['route.pac.auth'] : []),
+  ];
+  return paths.map((path) => ({ path, message: `negotiate needs GSSAPI: ${gss.unavailable ?? ''}` }));
 }
 
 export interface SluiceApp {
@@ -128,6 +141,7 @@ export async function checkConfigDraft(draft: ConfigDraft, env: AppOptions['env'
     const routes = buildRoutes(draft.route, env, PROBE_ROUTE_PORTS, { maxPacWaitingPerGrant: 1 });
     if (routes.ok) routes.value.selector.close();
     else issues.push(...routes.issues);
+    issues.push(...negotiateIssues(draft.route, systemGss()));
   }
   const audit = draft.audit?.file;
   if (audit !== undefined && audit !== 'stdout' && audit !== 'stderr') {
@@ -184,7 +198,9 @@ export async function buildRuntime(
   const summary = built.value.routes.selector.summary;
   if (summary !== undefined) log[summary.isSplit ? 'warn' : 'info']({ route: config.route.mode, routes: summary.lines }, `route ${config.route.mode}: ${summary.lines.join('; ')}`);
   const dialOptions = { timeoutMs: config.timeouts.dialMs };
-  const upstreamOptions = { timeoutMs: config.timeouts.upstreamMs, onFailure: upstreamFailureLogger(log) };
+  const upstreamOptions = { timeoutMs: config.timeouts.upstreamMs, onFailure: upstreamFailureLogger(log), auth: { gss: options.gss ?? systemGss(), learned: new LearnedMechanisms() } };
+  // What an upstream request may wait for; a reload changes them for requests from then on.
+  const forwardTimeouts = { headersTimeoutMs: config.timeouts.originResponseMs, bodyTimeoutMs: config.timeouts.idleMs };
   const registry = new GrantRegistry(self, Date.now);
   const tokens = configTokens(config.grants, options.env);
   if (!tokens.ok) return tokens;
@@ -214,6 +230,7 @@ export async function buildRuntime(
       headersTimeoutMs: config.timeouts.originResponseMs,
       bodyTimeoutMs: config.timeouts.idleMs,
     }),
+    upstreamClient: (origin) => createUpstreamClient(origin, { connect: upstreamConnector, ...forwardTimeouts }),
     dial: dialOptions,
     upstream: upstreamOptions,
     relay: { idleTimeoutMs: config.timeouts.idleMs },
@@ -237,6 +254,8 @@ export async function buildRuntime(
     const writable = runtime as { relay: RelayLimits; handshakeTimeoutMs: number; maxHeaderCount: number; forwardAgent: ForwardAgent; upstreamAgent: ForwardAgent };
     (dialOptions as { timeoutMs: number }).timeoutMs = next.timeouts.dialMs;
     (upstreamOptions as { timeoutMs: number }).timeoutMs = next.timeouts.upstreamMs;
+    forwardTimeouts.headersTimeoutMs = next.timeouts.originResponseMs;
+    forwardTimeouts.bodyTimeoutMs = next.timeouts.idleMs;
     writable.relay = { idleTimeoutMs: next.timeouts.idleMs };
     writable.handshakeTimeoutMs = next.timeouts.headersMs;
     writable.maxHeaderCount = next.limits.maxHeaderCount;

@@ -90,8 +90,16 @@ export const grantSchema = z
   })
   .refine((g) => !(g.tokenSha256 && g.tokenEnv), { message: 'give tokenSha256 or tokenEnv, not both' });
 
+// How Sluice authenticates to a corporate proxy (docs/routes.md#proxy-authentication). Absent: Basic
+// when credentialsFile is given, otherwise none.
+const proxyAuth = z.enum(['basic', 'negotiate', 'ntlm', 'auto']).optional();
+// A GSS host-based service name (RFC 2743 §4.1): service@host, e.g. HTTP@proxy.corp.example.
+const proxySpn = z.string().regex(/^[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+$/, 'expected service@host, e.g. HTTP@proxy.corp.example').optional();
+
 const proxyEntrySchema = z.strictObject({
   url: z.string().min(1),
+  auth: proxyAuth,
+  spn: proxySpn,
   credentialsFile: z.string().min(1).optional(),
   caFile: z.string().min(1).optional(),
   inspectsTls: z.boolean().default(false),
@@ -122,6 +130,7 @@ const pacRouteSchema = z
     refreshMs: positiveMs.optional(),
     timeoutMs: positiveMs.default(Defaults.pac.timeoutMs),
     memoryBytes: z.number().int().min(1_048_576).max(1_073_741_824).default(Defaults.pac.memoryBytes),
+    auth: proxyAuth,
     credentialsFile: z.string().min(1).optional(),
     caFile: z.string().min(1).optional(),
     inspectsTls: z.boolean().default(false),

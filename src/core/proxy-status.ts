@@ -44,6 +44,8 @@ export const PROXY_ERROR_TYPES: Partial<Record<ReasonCode, string>> = {
   pac_unsupported_entry: 'proxy_configuration_error',
   pac_limit_reached: 'http_request_denied',
   upstream_auth_required: 'proxy_configuration_error',
+  upstream_auth_failed: 'proxy_configuration_error',
+  upstream_auth_unsupported: 'proxy_configuration_error',
   upstream_refused: 'destination_unavailable',
   upstream_unreachable: 'destination_unavailable',
   upstream_tls_failed: 'tls_certificate_error',

@@ -40,6 +40,8 @@ export const Reasons = {
   pac_unsupported_entry: { status: 502, message: 'the PAC answer lists only route types Sluice does not support' },
   pac_limit_reached: { status: 429, message: 'the grant already has its maximum number of PAC evaluations waiting' },
   upstream_auth_required: { status: 502, message: 'the upstream proxy demands authentication Sluice cannot satisfy' },
+  upstream_auth_failed: { status: 502, message: 'the upstream proxy rejected Sluice’s Negotiate or NTLM authentication, or Sluice had no valid credentials to offer' },
+  upstream_auth_unsupported: { status: 502, message: 'the upstream proxy offers only authentication schemes Sluice is not configured for' },
   upstream_refused: { status: 502, message: 'the upstream proxy refused the request' },
   upstream_unreachable: { status: 502, message: 'the upstream proxy could not be reached' },
   upstream_tls_failed: { status: 502, message: 'the TLS connection to the upstream proxy failed verification or handshake' },

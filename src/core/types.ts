@@ -63,6 +63,15 @@ export interface Principal {
 export type RequestKind = 'connect' | 'forward';
 
 /** An upstream proxy from Sluice's own config (route infrastructure, never chosen by a principal). */
+/** The configured proxy authentication: `auto` follows the proxy's 407 offer, strongest first. */
+export type ProxyAuthMode = 'none' | 'basic' | 'negotiate' | 'ntlm' | 'auto';
+
+export interface ProxyNtlmCredentials {
+  readonly user: string;
+  readonly domain: string;
+  readonly password: string;
+}
+
 export interface UpstreamProxy {
   /** `http://host:port` or `https://host:port`, never with credentials; used in decisions and logs. */
   readonly label: string;
@@ -71,6 +80,15 @@ export interface UpstreamProxy {
   readonly port: number;
   /** `Basic …` for Proxy-Authorization, sent to this proxy only; never logged. */
   readonly authorization: string | null;
+  /**
+   * How Sluice authenticates to this proxy (docs/routes.md#proxy-authentication). Absent: `basic` when
+   * `authorization` is set, otherwise `none`.
+   */
+  readonly auth?: ProxyAuthMode;
+  /** NTLM credentials from the credentials file (`ntlm` and `auto`); never logged. */
+  readonly ntlm?: ProxyNtlmCredentials | null;
+  /** The Kerberos service name for Negotiate (GSS host-based form, `HTTP@proxy.corp.example`); absent: `HTTP@<host>`. */
+  readonly spn?: string | null;
   /** Extra trusted roots (the enterprise CA) in addition to the system roots, PEM. */
   readonly ca: string | null;
   /** The proxy inspects TLS: it is a credential-observing route (principle A2 in docs/principles.md). */

@@ -1,12 +1,16 @@
 // Opens a tunnel through an upstream HTTP or HTTPS proxy: connect to the proxy (TLS verified against the
 // system roots plus the enterprise CA), send CONNECT for the target with this proxy's own credentials,
-// and read the answer. A 407 ends the hop with upstream_auth_required: Sluice never retries without
-// the proxy or goes DIRECT instead (principle A2 in docs/principles.md: silently
+// and read the answer. A 407 is answered only with this proxy's configured authentication; otherwise it
+// ends the hop (upstream_auth_required, _failed or _unsupported): Sluice never retries without the proxy
+// or goes DIRECT instead (principle A2 in docs/principles.md: silently
 // bypassing the proxy is forbidden).
 import net from 'node:net';
 import tls from 'node:tls';
 import { deny, ok, SOCKET_HIGH_WATER_MARK, type ReasonCode, type UpstreamProxy, type Verdict } from '../core/index.js';
 import type { SocketBufferOptions } from './dial.js';
+import { systemGss } from './negotiate.js';
+import { bodyEnd, parseProxyAnswer, type ProxyAnswer } from './proxy-answer.js';
+import { LearnedMechanisms, parseChallenges, ProxyAuthDialogue, type ProxyAuthContext } from './proxy-auth.js';
 
 export interface UpstreamOptions {
   readonly timeoutMs: number;
@@ -14,7 +18,9 @@ export interface UpstreamOptions {
    * Told of every failed attempt at an upstream proxy (refused, unreachable, timed out, TLS, 407, any
    * other answer), for the operational log: the proxy's label (never its credentials) and the reason.
    */
-  readonly onFailure?: (failure: UpstreamFailure) => void;
+  readonly onFailure?: ((failure: UpstreamFailure) => void) | undefined;
+  /** GSSAPI and what `auto` learned of each proxy (one per instance); absent: the process's own. */
+  readonly auth?: ProxyAuthContext;
 }
 
 export interface UpstreamFailure {
@@ -39,8 +45,6 @@ export interface UpstreamTunnel {
   /** Bytes the proxy sent after its response head: already tunnel payload. */
   readonly head: Buffer;
 }
-
-const MAX_HEAD_BYTES = 16 * 1024;
 
 const TCP_FAILURES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL']);
 
@@ -92,58 +96,103 @@ export function connectToProxy(proxy: UpstreamProxy, options: UpstreamOptions): 
   }));
 }
 
-export interface ProxyAnswer {
-  readonly status: number;
-  readonly headLength: number;
-}
+/** One answer to CONNECT: a tunnel, or a refusal whose connection may carry the next authentication leg. */
+type Answer =
+  | { readonly kind: 'tunnel'; readonly head: Buffer }
+  | { readonly kind: 'refused'; readonly status: number; readonly challenges: readonly string[]; readonly reusable: boolean };
 
-export function parseProxyAnswer(buffer: Buffer): ProxyAnswer | 'incomplete' | 'garbage' {
-  const end = buffer.indexOf('\r\n\r\n');
-  if (end < 0) return buffer.length > MAX_HEAD_BYTES ? 'garbage' : 'incomplete';
-  const match = /^HTTP\/1\.[01] (\d{3})[ \r]/.exec(buffer.subarray(0, Math.min(end + 2, 64)).toString('latin1'));
-  if (match === null) return 'garbage';
-  return { status: Number(match[1]), headLength: end + 4 };
-}
-
-/** Sends CONNECT `authority` (canonical host name, or the checked IP literal) through the proxy. */
-export async function connectThroughProxy(proxy: UpstreamProxy, authority: string, options: UpstreamOptions): Promise<Verdict<UpstreamTunnel>> {
-  // A failed connect is reported by connectToProxy itself.
-  const connected = await connectToProxy(proxy, options);
-  if (!connected.ok) return connected;
-  const socket = connected.value;
-  const auth = proxy.authorization === null ? '' : `Proxy-Authorization: ${proxy.authorization}\r\n`;
-  socket.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n${auth}\r\n`);
-  return reported(proxy, options, new Promise<Verdict<UpstreamTunnel>>((resolve) => {
-    let buffer = Buffer.alloc(0);
-    const timer = setTimeout(() => done(deny('upstream_timeout', `${proxy.label} did not answer CONNECT within ${options.timeoutMs} ms`)), options.timeoutMs);
-    function done(verdict: Verdict<UpstreamTunnel>): void {
+/** Reads the answer to one CONNECT; for a refusal, reads its body through when the connection stays open. */
+function readAnswer(socket: net.Socket, proxy: UpstreamProxy, timeoutMs: number): Promise<Verdict<Answer>> {
+  return new Promise<Verdict<Answer>>((resolve) => {
+    let buffer: Buffer = Buffer.alloc(0);
+    let answer: ProxyAnswer | null = null;
+    const timer = setTimeout(() => done(deny('upstream_timeout', `${proxy.label} did not answer CONNECT within ${timeoutMs} ms`)), timeoutMs);
+    function done(verdict: Verdict<Answer>): void {
       clearTimeout(timer);
       socket.removeListener('data', onData);
       socket.removeListener('error', onError);
       socket.removeListener('end', onEnd);
-      if (!verdict.ok) socket.destroy();
+      socket.pause();
       resolve(verdict);
     }
+    function refused(a: ProxyAnswer, reusable: boolean): void {
+      done(ok({ kind: 'refused', status: a.status, challenges: a.challenges, reusable }));
+    }
     function onData(chunk: Buffer): void {
-      buffer = Buffer.concat([buffer, chunk]);
-      const answer = parseProxyAnswer(buffer);
-      if (answer === 'incomplete') return;
-      if (answer === 'garbage') return done(deny('upstream_failed', `${proxy.label} answered CONNECT with something that is not HTTP`));
-      socket.pause();
-      if (answer.status === 200) return done(ok({ socket, head: buffer.subarray(answer.headLength) }));
-      if (answer.status === 407) return done(deny('upstream_auth_required', `${proxy.label} answered 407`));
-      return done(deny('upstream_refused', `${proxy.label} answered ${answer.status}`));
+      buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
+      if (answer === null) {
+        const parsed = parseProxyAnswer(buffer);
+        if (parsed === 'incomplete') return;
+        if (parsed === 'garbage') return done(deny('upstream_failed', `${proxy.label} answered CONNECT with something that is not HTTP`));
+        if (parsed.status === 200) return done(ok({ kind: 'tunnel', head: buffer.subarray(parsed.headLength) }));
+        answer = parsed;
+        buffer = buffer.subarray(parsed.headLength);
+        if (parsed.body === 'close') return refused(parsed, false);
+      }
+      const end = bodyEnd(buffer, answer.body as number | 'chunked');
+      if (end === 'incomplete') return;
+      // Bytes past the body before the next request are not HTTP: that connection carries no more legs.
+      refused(answer, end !== 'garbage' && end === buffer.length);
     }
     function onError(error: Error): void {
       done(deny(failure(error, proxy.tls), `${proxy.label}: ${(error as NodeJS.ErrnoException).code ?? error.message}`));
     }
     function onEnd(): void {
+      if (answer !== null) return refused(answer, false);
       done(deny('upstream_failed', `${proxy.label} closed the connection without answering CONNECT`));
     }
     socket.on('data', onData);
     socket.once('error', onError);
     socket.once('end', onEnd);
-  }));
+    socket.resume();
+  });
+}
+
+/**
+ * Sends CONNECT `authority` (canonical host name, or the checked IP literal) through the proxy,
+ * authenticating as configured (proxy-auth.ts): a 407 is answered on the same connection while the
+ * mechanism's legs last (NTLM's must), on a new one when the proxy closed it and the mechanism allows.
+ */
+export async function connectThroughProxy(proxy: UpstreamProxy, authority: string, options: UpstreamOptions): Promise<Verdict<UpstreamTunnel>> {
+  // A failed connect is reported by connectToProxy itself.
+  const dialogue = new ProxyAuthDialogue(proxy, options.auth ?? defaultAuthContext());
+  let leg = await dialogue.first();
+  if (!leg.ok) return reported(proxy, options, Promise.resolve(leg));
+  const connected = await connectToProxy(proxy, options);
+  if (!connected.ok) return connected;
+  let socket = connected.value;
+  return reported(proxy, options, (async (): Promise<Verdict<UpstreamTunnel>> => {
+    for (;;) {
+      const auth = leg.value.authorization === null ? '' : `Proxy-Authorization: ${leg.value.authorization}\r\n`;
+      socket.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n${auth}\r\n`);
+      const answer = await readAnswer(socket, proxy, options.timeoutMs);
+      if (!answer.ok) return fail(answer);
+      if (answer.value.kind === 'tunnel') return ok({ socket, head: answer.value.head });
+      const { status, challenges, reusable } = answer.value;
+      if (status !== 407) return fail(deny('upstream_refused', `${proxy.label} answered ${status}`));
+      const next = await dialogue.answer(parseChallenges(challenges));
+      if (!next.ok) return fail(next);
+      leg = next;
+      if (reusable) continue;
+      if (next.value.sameConnection) return fail(deny('upstream_auth_failed', `${proxy.label} closed the connection in the middle of ${dialogue.chosen === 'ntlm' ? 'the NTLM' : 'the Negotiate'} handshake (407)`));
+      socket.destroy();
+      const again = await connectToProxy(proxy, { ...options, onFailure: undefined });
+      if (!again.ok) return again;
+      socket = again.value;
+    }
+  })());
+  function fail(verdict: Verdict<never>): Verdict<never> {
+    socket.destroy();
+    return verdict;
+  }
+}
+
+let fallbackAuth: ProxyAuthContext | null = null;
+
+/** The process's GSSAPI and a learned-offer table, for callers that pass no auth context of their own. */
+export function defaultAuthContext(): ProxyAuthContext {
+  fallbackAuth ??= { gss: systemGss(), learned: new LearnedMechanisms() };
+  return fallbackAuth;
 }
 
 /** Whether a failed upstream attempt may fall over to the next route entry (connection-level only). */

@@ -6,13 +6,14 @@ import type http from 'node:http';
 import { canonicalize, DEFAULT_PORTS, parseAbsoluteTarget, pathAndQueryOf, splitAbsoluteTarget } from '../authority/index.js';
 import { deny, ok, type PinnedAddress, type Verdict } from '../core/index.js';
 import { forwardRequest, hasBody, type ForwardBudget, type ForwardResult } from '../relay/index.js';
-import { isConnectionFailure } from '../egress/index.js';
+import { defaultAuthContext, isConnectionFailure } from '../egress/index.js';
 import type { RouteHop } from '../route/index.js';
 import type { ConnectionContext } from './connection-context.js';
 import { decideHop, lookupHop, type HopLookup } from './decide-hop.js';
 import type { Decision } from './decision.js';
 import type { RememberedHop } from './hop-cache.js';
 import { Hop } from './hop.js';
+import { bindsConnection, forwardWithProxyAuth, settled, type Responded } from './forward-auth.js';
 import { identifyHop } from './identify-hop.js';
 import { targetInTunnel } from './mediated-tunnel.js';
 import { overRoute, upstreamAuthority } from './over-route.js';
@@ -20,7 +21,6 @@ import { writeResponseDenial } from './respond.js';
 import { runHop, type HopRun } from './run-hop.js';
 import type { ProxyRuntime } from './runtime.js';
 
-type Responded = ForwardResult & { phase: 'responded' };
 
 function answer(req: http.IncomingMessage, res: http.ServerResponse, decision: Decision): void {
   // An unread request body would be parsed as the next request: close instead of keeping alive.
@@ -114,9 +114,6 @@ async function forwardStages(rt: ProxyRuntime, run: HopRun, req: http.IncomingMe
   run.close({ closedBy: responded.closedBy ?? 'completed', status: responded.status, bytesUp: responded.bytesUp, bytesDown: responded.bytesDown });
 }
 
-function settled(result: ForwardResult): Verdict<Responded> {
-  return result.phase === 'responded' ? ok(result) : deny(result.reason, result.detail);
-}
 
 /**
  * Forwards over the route (over-route.ts): direct to each pinned address, or absolute-form through the
@@ -154,13 +151,16 @@ function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMessage,
     if (authority === null) return deny('dns_no_address', 'sendResolvedAddress needs a locally resolved address');
     if (proxy.sendResolvedAddress) hop.dialed = hop.pinned[0] ?? null;
     const proxyHost = proxy.host.includes(':') ? `[${proxy.host}]` : proxy.host;
-    return settled(await forwardRequest(rt.upstreamAgent, req, res, {
+    const target = {
       origin: `http://${proxyHost}:${proxy.port}`,
       hostHeader,
       pathAndQuery: `${scheme === 'ws' ? 'http' : scheme}://${authority}${pathAndQuery}`,
       proxyAuthorization: proxy.authorization,
       viaUpstream: true,
-    }, budget));
+    };
+    // Negotiate and NTLM authenticate the connection: one of its own for this hop (forward-auth.ts).
+    if (bindsConnection(proxy, rt.upstream.auth ?? defaultAuthContext())) return forwardWithProxyAuth(rt, req, res, target, proxy, budget);
+    return settled(await forwardRequest(rt.upstreamAgent, req, res, target, budget));
   };
   return overRoute(hop, attempt, mayRetry);
 }

@@ -22,7 +22,7 @@ function healthOf(routeHop: RouteHop): UpstreamHealth | undefined {
 
 /** The failures that are the proxy's own answer: it is up (a 407 is not a reason to try another proxy). */
 function isProxyAnswer(reason: ReasonCode): boolean {
-  return reason === 'upstream_auth_required' || reason === 'upstream_refused';
+  return reason === 'upstream_auth_required' || reason === 'upstream_auth_failed' || reason === 'upstream_auth_unsupported' || reason === 'upstream_refused';
 }
 
 /** Records what an attempt through a proxy said about that proxy; a failure before any contact says nothing. */

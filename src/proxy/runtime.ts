@@ -14,6 +14,8 @@ export interface ProxyRuntime extends DecideDeps {
   readonly forwardAgent: ForwardAgent;
   /** Forwards absolute-form requests to configured upstream proxies only. */
   readonly upstreamAgent: ForwardAgent;
+  /** A one-connection client to an upstream proxy for one hop whose proxy authentication binds the connection. */
+  readonly upstreamClient: (origin: string) => ForwardAgent;
   readonly dial: DialOptions;
   readonly upstream: UpstreamOptions;
   readonly relay: RelayLimits;

@@ -3,7 +3,7 @@
 // are dropped, and Host is the canonical destination (RFC 9112 §3.2.2: URI and Host must agree).
 import type http from 'node:http';
 import { Transform, type TransformCallback } from 'node:stream';
-import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
+import { Agent, Client, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { CloseReason, ReasonCode } from '../core/index.js';
 import { stripHopByHop, stripHopByHopObject } from './hop-by-hop.js';
 import { takeWhenAvailable, type ByteBudget } from './tunnel.js';
@@ -27,6 +27,20 @@ export function createForwardAgent(options: ForwardAgentOptions): Dispatcher {
   });
 }
 
+/**
+ * One connection to an upstream proxy for one hop (a proxy whose authentication binds the connection:
+ * Negotiate, NTLM): the handshake's legs and the request share it, and no other hop ever uses it.
+ */
+export function createUpstreamClient(origin: string, options: ForwardAgentOptions): Dispatcher {
+  return new Client(origin, {
+    connect: options.connect as never,
+    headersTimeout: options.headersTimeoutMs,
+    bodyTimeout: options.bodyTimeoutMs,
+    keepAliveTimeout: 4_000,
+    pipelining: 1,
+  });
+}
+
 export interface ForwardTarget {
   /** `http://<pinned ip>:<port>` (the client only ever dials the pinned address), or the upstream proxy. */
   readonly origin: string;
@@ -36,9 +50,20 @@ export interface ForwardTarget {
   /** This upstream proxy's own credentials; present only when `origin` is that proxy. */
   readonly proxyAuthorization: string | null;
   readonly viaUpstream: boolean;
+  /**
+   * A 407 from the upstream proxy settles as `challenged` (its body is read through, the connection kept
+   * for the next leg) instead of ending the hop: the caller is authenticating (proxy/forward-auth.ts).
+   */
+  readonly takesChallenge?: boolean;
+  /** Replaces the method (a HEAD probe that carries an authentication leg but not the body). */
+  readonly method?: string;
+  /** Leave the client's body unread (a probe); the real request sends it. */
+  readonly withoutBody?: boolean;
 }
 
 export type ForwardResult =
+  | { readonly phase: 'challenged'; readonly challenges: readonly string[] }
+  | { readonly phase: 'probed'; readonly status: number }
   | { readonly phase: 'failed'; readonly reason: ReasonCode; readonly detail: string; readonly bytesUp: number }
   | {
       readonly phase: 'responded';
@@ -120,6 +145,16 @@ function dropExpectContinue(headers: string[]): string[] {
   return headers;
 }
 
+function dropBodyFraming(headers: string[]): void {
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = (headers[i] ?? '').toLowerCase();
+    if (name === 'content-length' || name === 'transfer-encoding') {
+      headers.splice(i, 2);
+      i -= 2;
+    }
+  }
+}
+
 /** Whether the client sends a request body (so a denial must close, and a retry is unsafe). */
 export function hasBody(req: http.IncomingMessage): boolean {
   const length = req.headers['content-length'];
@@ -142,7 +177,7 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
 
   constructor(
     private readonly res: http.ServerResponse,
-    private readonly viaUpstream: boolean,
+    private readonly target: ForwardTarget,
     private readonly body: ByteCounter | null,
     private readonly budget: ForwardBudget | null,
   ) {
@@ -175,7 +210,19 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
       controller.abort(new Error('byte budget spent'));
       return;
     }
-    if (this.viaUpstream && statusCode === 407) {
+    if (this.target.viaUpstream && statusCode === 407 && this.target.takesChallenge === true) {
+      // Not aborted: undici reads the 407's body through and keeps the connection for the next leg.
+      const offered = headers['proxy-authenticate'];
+      this.settle407(offered === undefined ? [] : Array.isArray(offered) ? offered : [offered]);
+      return;
+    }
+    if (this.target.method === 'HEAD' && this.target.withoutBody === true) {
+      // A probe's answer is for Sluice, never the client.
+      this.settled = true;
+      this.settle({ phase: 'probed', status: statusCode });
+      return;
+    }
+    if (this.target.viaUpstream && statusCode === 407) {
       // The upstream's challenge is for Sluice, not the client: never relay it (the client would answer
       // it with its own secrets) and never retry around the proxy.
       this.failed('upstream_auth_required', 'the upstream proxy answered 407');
@@ -222,7 +269,7 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     if (this.settled) return;
-    if (this.status === 0) return this.failed(failureReason(error, this.viaUpstream), error.message);
+    if (this.status === 0) return this.failed(failureReason(error, this.target.viaUpstream), error.message);
     this.res.destroy();
     this.responded('response_error');
   }
@@ -246,6 +293,12 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
     this.res.flushHeaders();
     this.res.destroy();
     controller?.abort(new Error('byte budget spent'));
+  }
+
+  private settle407(challenges: readonly string[]): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.settle({ phase: 'challenged', challenges });
   }
 
   private failed(reason: ReasonCode, detail: string): void {
@@ -273,7 +326,8 @@ export function forwardRequest(agent: Dispatcher, req: http.IncomingMessage, res
   headers.push('host', target.hostHeader, 'via', VIA);
   if (target.proxyAuthorization !== null) headers.push('proxy-authorization', target.proxyAuthorization);
   let body: ByteCounter | null = null;
-  if (hasBody(req)) {
+  if (target.withoutBody === true) dropBodyFraming(headers);
+  else if (hasBody(req)) {
     body = new ByteCounter(budget);
     // pipe + error forwarding rather than stream.pipeline: pipeline allocates an AbortController and
     // DOMException per call, which showed up at ~12% of forwarding CPU in the profile.
@@ -281,8 +335,9 @@ export function forwardRequest(agent: Dispatcher, req: http.IncomingMessage, res
     req.on('error', (error) => counter.destroy(error));
     req.pipe(counter);
   }
-  const relay = new ResponseRelay(res, target.viaUpstream, body, budget);
+  const relay = new ResponseRelay(res, target, body, budget);
   if (body !== null) body.relay = relay;
-  agent.dispatch({ origin: target.origin, path: target.pathAndQuery, method: req.method as Dispatcher.HttpMethod, headers, body }, relay);
+  const method = (target.method ?? req.method) as Dispatcher.HttpMethod;
+  agent.dispatch({ origin: target.origin, path: target.pathAndQuery, method, headers, body }, relay);
   return relay.done;
 }

@@ -1,10 +1,14 @@
-// Builds UpstreamProxy values from config: the proxy URL, its Basic credentials (a file holding one line
-// `user:password`) and its extra trusted CA. Credentials go only into this proxy's Proxy-Authorization.
+// Builds UpstreamProxy values from config: the proxy URL, how Sluice authenticates to it (Basic or NTLM
+// credentials from a file holding one line `user:password`, Negotiate with the service's own Kerberos
+// credentials, or auto) and its extra trusted CA. Credentials go only into this proxy's Proxy-Authorization.
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
-import type { UpstreamProxy } from '../core/index.js';
+import type { ProxyAuthMode, ProxyNtlmCredentials, UpstreamProxy } from '../core/index.js';
 
 export interface UpstreamSettings {
+  /** Absent: basic with a credentials file (or URL credentials), otherwise none. */
+  readonly auth?: Exclude<ProxyAuthMode, 'none'> | undefined;
+  readonly spn?: string | undefined;
   readonly credentialsFile?: string | undefined;
   readonly caFile?: string | undefined;
   readonly inspectsTls?: boolean | undefined;
@@ -14,9 +18,10 @@ export interface UpstreamSettings {
 }
 
 /** A failure names the settings key at fault when it is one (`url`, `credentialsFile`, `caFile`). */
-export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly message: string; readonly key?: 'url' | 'credentialsFile' | 'caFile' };
+export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly message: string; readonly key?: 'url' | 'credentialsFile' | 'caFile' | 'auth' };
 
-export function readCredentialsFile(file: string): Parsed<string> {
+/** The first non-empty line of a credentials file, `user:password` (the user may be `DOMAIN\user`). */
+function readCredentialsLine(file: string): Parsed<string> {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -25,7 +30,28 @@ export function readCredentialsFile(file: string): Parsed<string> {
   }
   const line = text.split(/\r?\n/).find((l) => l.trim() !== '')?.trim() ?? '';
   if (!line.includes(':') || line.startsWith(':')) return { ok: false, message: 'credentials file must hold one line user:password' };
-  return { ok: true, value: `Basic ${Buffer.from(line, 'utf8').toString('base64')}` };
+  return { ok: true, value: line };
+}
+
+export function readCredentialsFile(file: string): Parsed<string> {
+  const line = readCredentialsLine(file);
+  if (!line.ok) return line;
+  return { ok: true, value: `Basic ${Buffer.from(line.value, 'utf8').toString('base64')}` };
+}
+
+/**
+ * NTLM's user and domain from `DOMAIN\user:password`, `user@domain:password` or `user:password` (empty
+ * domain: the proxy's default). The password is everything after the first colon, colons included.
+ */
+export function ntlmCredentials(line: string): Parsed<ProxyNtlmCredentials> {
+  const colon = line.indexOf(':');
+  const account = line.slice(0, colon);
+  const password = line.slice(colon + 1);
+  const slash = account.indexOf('\\');
+  const at = account.lastIndexOf('@');
+  const [domain, user] = slash >= 0 ? [account.slice(0, slash), account.slice(slash + 1)] : at > 0 ? [account.slice(at + 1), account.slice(0, at)] : ['', account];
+  if (user === '' || password === '') return { ok: false, message: 'an NTLM credentials file holds one line DOMAIN\\user:password (or user@domain:password)' };
+  return { ok: true, value: { user, domain, password } };
 }
 
 export function readCaFile(file: string): Parsed<string> {
@@ -61,10 +87,23 @@ export function parseUpstream(url: string, settings: UpstreamSettings): Parsed<U
     if (settings.allowUrlCredentials !== true) return { ok: false, key: 'url', message: 'put proxy credentials in credentialsFile, not in the URL' };
     authorization = `Basic ${Buffer.from(`${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`).toString('base64')}`;
   }
+  const mode = settings.auth;
+  let ntlm: ProxyNtlmCredentials | null = null;
   if (settings.credentialsFile !== undefined) {
-    const creds = readCredentialsFile(settings.credentialsFile);
-    if (!creds.ok) return { ok: false, key: 'credentialsFile', message: creds.message };
-    authorization = creds.value;
+    if (mode === 'negotiate') return { ok: false, key: 'credentialsFile', message: 'Negotiate uses the service’s own Kerberos credentials (KRB5CCNAME or KRB5_CLIENT_KTNAME), not a credentials file' };
+    const line = readCredentialsLine(settings.credentialsFile);
+    if (!line.ok) return { ok: false, key: 'credentialsFile', message: line.message };
+    if (mode === 'ntlm' || mode === 'auto') {
+      const parsedNtlm = ntlmCredentials(line.value);
+      if (!parsedNtlm.ok) return { ok: false, key: 'credentialsFile', message: parsedNtlm.message };
+      ntlm = parsedNtlm.value;
+    }
+    // NTLM-only never sends Basic: the password would cross in the clear on an offer downgrade.
+    authorization = mode === 'ntlm' ? null : `Basic ${Buffer.from(line.value, 'utf8').toString('base64')}`;
+  } else if (mode === 'basic' && authorization === null) {
+    return { ok: false, key: 'credentialsFile', message: 'auth basic needs a credentialsFile' };
+  } else if (mode === 'ntlm') {
+    return { ok: false, key: 'credentialsFile', message: 'auth ntlm needs a credentialsFile (DOMAIN\\user:password)' };
   }
   let ca: string | null = null;
   if (settings.caFile !== undefined) {
@@ -81,6 +120,9 @@ export function parseUpstream(url: string, settings: UpstreamSettings): Parsed<U
       host,
       port,
       authorization,
+      auth: mode ?? (authorization === null ? 'none' : 'basic'),
+      ntlm,
+      spn: settings.spn ?? null,
       ca,
       inspectsTls: settings.inspectsTls ?? false,
       sendResolvedAddress: settings.sendResolvedAddress ?? false,

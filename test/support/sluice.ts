@@ -35,7 +35,7 @@ export const silentLog = { info: () => undefined, warn: () => undefined, error: 
 
 export async function startSluice(
   config: Record<string, unknown>,
-  options: { lookup?: LookupAll; env?: Record<string, string> } & Pick<AppOptions, 'hostInterfaces' | 'hostRefreshMs'> = {},
+  options: { lookup?: LookupAll; env?: Record<string, string> } & Pick<AppOptions, 'hostInterfaces' | 'hostRefreshMs' | 'gss'> = {},
 ): Promise<TestSluice> {
   // Each instance gets its own state dir, so ledgers (revocations) never leak between tests. A config
   // that names its own state dir owns it (and removes it); none is made for it here.
@@ -55,6 +55,7 @@ export async function startSluice(
     log: silentLog,
     ...(options.hostInterfaces === undefined ? {} : { hostInterfaces: options.hostInterfaces }),
     ...(options.hostRefreshMs === undefined ? {} : { hostRefreshMs: options.hostRefreshMs }),
+    ...(options.gss === undefined ? {} : { gss: options.gss }),
   });
   const tcp = app.listeners.find((l) => !l.address.startsWith('unix:'));
   const port = tcp === undefined ? 0 : Number(tcp.address.slice(tcp.address.lastIndexOf(':') + 1));

@@ -1,0 +1,67 @@
+// Forwards one plain-HTTP request through an upstream proxy whose authentication binds the TCP
+// connection (Negotiate, NTLM, or `auto` before it has learned the proxy's offer): the hop gets a
+// connection of its own, the handshake's legs and the request travel on it, and it is closed after the
+// response, so no other principal's hop ever rides a connection the proxy authenticated (issue 18).
+// NTLM's first leg cannot carry a request body (it is answered 407 by design), so a request with a body
+// sends that leg as a HEAD of the same URI, a safe method (RFC 9110 §9.2.1), and the body goes once,
+// with the final leg.
+import type http from 'node:http';
+import { deny, ok, type UpstreamProxy, type Verdict } from '../core/index.js';
+import { authModeOf, defaultAuthContext, MAX_AUTH_LEGS, parseChallenges, ProxyAuthDialogue, type ProxyAuthContext } from '../egress/index.js';
+import { forwardRequest, hasBody, type ForwardBudget, type ForwardResult, type ForwardTarget } from '../relay/index.js';
+import type { ProxyRuntime } from './runtime.js';
+
+export type Responded = ForwardResult & { phase: 'responded' };
+
+export function settled(result: ForwardResult): Verdict<Responded> {
+  if (result.phase === 'responded') return ok(result);
+  if (result.phase === 'failed') return deny(result.reason, result.detail);
+  // Only an authenticating caller (forward-auth.ts) asks for these phases.
+  return deny('internal_error', `unexpected ${result.phase} answer from the upstream relay`);
+}
+
+/** Whether a request through this proxy needs a connection of its own (basic and none share the pool). */
+export function bindsConnection(proxy: UpstreamProxy, auth: ProxyAuthContext): boolean {
+  const mode = authModeOf(proxy);
+  if (mode === 'none' || mode === 'basic') return false;
+  return mode !== 'auto' || auth.learned.get(proxy.label) !== 'basic';
+}
+
+export async function forwardWithProxyAuth(rt: ProxyRuntime, req: http.IncomingMessage, res: http.ServerResponse, target: ForwardTarget, proxy: UpstreamProxy, budget: ForwardBudget | null): Promise<Verdict<Responded>> {
+  const dialogue = new ProxyAuthDialogue(proxy, rt.upstream.auth ?? defaultAuthContext());
+  let leg = await dialogue.first();
+  if (!leg.ok) return leg;
+  const client = rt.upstreamClient(target.origin);
+  const withBody = hasBody(req);
+  try {
+    for (let i = 0; i <= MAX_AUTH_LEGS; i++) {
+      const authorization = leg.value.authorization;
+      if (withBody && dialogue.awaitsChallenge) {
+        const probe = await forwardRequest(client, req, res, { ...target, proxyAuthorization: authorization, takesChallenge: true, method: 'HEAD', withoutBody: true }, null);
+        if (probe.phase === 'failed') return deny(probe.reason, probe.detail);
+        if (probe.phase === 'probed') {
+          // The proxy let the probe through without (more) authentication: the request goes as it is.
+          return settled(await forwardRequest(client, req, res, { ...target, proxyAuthorization: null }, budget));
+        }
+        if (probe.phase === 'challenged') {
+          const next = await dialogue.answer(parseChallenges(probe.challenges));
+          if (!next.ok) return next;
+          leg = next;
+          continue;
+        }
+        return settled(probe);
+      }
+      const sent = await forwardRequest(client, req, res, { ...target, proxyAuthorization: authorization, takesChallenge: true }, budget);
+      if (sent.phase !== 'challenged') return settled(sent);
+      const next = await dialogue.answer(parseChallenges(sent.challenges));
+      if (!next.ok) return next;
+      // The body went with this leg and cannot be sent again.
+      if (withBody) return deny('upstream_auth_failed', `${proxy.label} asked for another ${dialogue.chosen ?? 'authentication'} leg after the request body was sent (407)`);
+      leg = next;
+    }
+    return deny('upstream_auth_failed', `${proxy.label} still answered 407 after ${MAX_AUTH_LEGS} legs`);
+  } finally {
+    // After the response (or the failure): the connection serves this hop only.
+    void client.close().catch(() => undefined);
+  }
+}
