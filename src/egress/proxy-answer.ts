@@ -29,6 +29,7 @@ export function parseProxyAnswer(buffer: Buffer): ProxyAnswer | 'incomplete' | '
   const challenges: string[] = [];
   let length: number | null = null;
   let chunked = false;
+  let transferEncoding = false;
   let close = match[1] === '0';
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i] ?? '';
@@ -41,13 +42,19 @@ export function parseProxyAnswer(buffer: Buffer): ProxyAnswer | 'incomplete' | '
       // Differing lengths are a framing attack (RFC 9112 §6.3): the connection is not reused.
       if (!/^\d{1,15}$/.test(value) || (length !== null && length !== Number(value))) close = true;
       else length = Number(value);
-    } else if (name === 'transfer-encoding') chunked = value.toLowerCase().split(',').map((v) => v.trim()).at(-1) === 'chunked';
+    } else if (name === 'transfer-encoding') {
+      transferEncoding = true;
+      chunked = value.toLowerCase().split(',').map((v) => v.trim()).at(-1) === 'chunked';
+    }
     else if (name === 'connection') {
       const options = value.toLowerCase().split(',').map((v) => v.trim());
       if (options.includes('close')) close = true;
       else if (options.includes('keep-alive') && match[1] === '0') close = false;
     }
   }
+  // Transfer-Encoding beside Content-Length is a smuggling sign (RFC 9112 §6.3 item 3), one not ending in
+  // chunked runs until close (item 4), and on HTTP/1.0 the framing is faulty (§6.1): no next leg follows.
+  if (transferEncoding && (!chunked || length !== null || match[1] === '0')) close = true;
   const body: ProxyAnswer['body'] = close ? 'close' : chunked ? 'chunked' : length ?? 'close';
   return { status, headLength: end + 4, challenges, body };
 }
