@@ -30,7 +30,8 @@ export function parseChallenges(fields: readonly string[]): Challenge[] {
       const space = element.indexOf(' ');
       const scheme = space < 0 ? element : element.slice(0, space);
       const rest = space < 0 ? '' : element.slice(space + 1).trim();
-      if (!TOKEN.test(scheme) || element.startsWith(`${scheme}=`)) continue;
+      // `realm="x"` and `realm = "x"` (BWS, RFC 9110 §11.2) are auth-params, not challenges.
+      if (!TOKEN.test(scheme) || element.startsWith(`${scheme}=`) || rest.startsWith('=')) continue;
       challenges.push({ scheme: scheme.toLowerCase(), token: TOKEN68.test(rest) ? rest : null });
     }
   }
@@ -43,7 +44,13 @@ function splitList(field: string): string[] {
   let quoted = false;
   for (let i = 0; i < field.length; i++) {
     const c = field[i];
-    if (c === '"' && field[i - 1] !== '\\') quoted = !quoted;
+    // A quoted-pair (RFC 9110 §5.6.4) is two characters: `\"` does not end the string, `\\"` does.
+    if (quoted && c === '\\') {
+      current += field.slice(i, i + 2);
+      i += 1;
+      continue;
+    }
+    if (c === '"') quoted = !quoted;
     if (c === ',' && !quoted) {
       parts.push(current.trim());
       current = '';
@@ -130,7 +137,15 @@ export class ProxyAuthDialogue {
     const mode = authModeOf(this.proxy);
     const preset: Mechanism | undefined = mode === 'auto' ? this.context.learned.get(this.proxy.label) : mode === 'none' ? undefined : mode;
     if (preset === undefined) return ok({ authorization: null, sameConnection: false });
-    return this.start(preset);
+    const leg = await this.start(preset);
+    if (!leg.ok && mode === 'auto' && preset === 'negotiate') {
+      // A learned Negotiate with no ticket here now is this machine's state, not the proxy's answer: the
+      // 407's offer decides, as on a first hop (answer() falls back only before any token was refused).
+      this.mechanism = null;
+      this.negotiate = null;
+      return ok({ authorization: null, sameConnection: false });
+    }
+    return leg;
   }
 
   /** After a 407 carrying `challenges`: the next leg, or the denial (never a retry without the proxy). */
