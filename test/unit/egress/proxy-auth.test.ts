@@ -149,7 +149,7 @@ describe('ProxyAuthDialogue, mode by mode', () => {
     expect(d.detail).toMatch(/http:\/\/proxy\.corp\.test:3128 answered 407 \(offers negotiate, ntlm\)/);
   });
 
-  it('basic: preemptive header; a 407 offering Basic is upstream_auth_required (the brief), one without Basic upstream_auth_unsupported', async () => {
+  it('basic: preemptive header; a 407 offering Basic is upstream_auth_required (docs/reason-codes.md), one without Basic upstream_auth_unsupported', async () => {
     const dialogue = new ProxyAuthDialogue(proxy('basic', { basic: true }), context());
     expect(leg(await dialogue.first())).toEqual({ authorization: BASIC, sameConnection: false });
     expect(denial(await dialogue.answer(offer('Basic', 'Negotiate'))).reason).toBe('upstream_auth_required');
