@@ -28,6 +28,8 @@ const NEGOTIATE_FLAGS = NTLM_FLAGS.UNICODE | NTLM_FLAGS.OEM | NTLM_FLAGS.REQUEST
 /** What the AUTHENTICATE message may echo: no SIGN, SEAL, KEY_EXCH or VERSION, since HTTP uses none of them. */
 const AUTHENTICATE_FLAGS = NEGOTIATE_FLAGS | NTLM_FLAGS.TARGET_INFO;
 const CHALLENGE_HEADER_BYTES = 48;
+/** Signature, type, TargetNameFields, flags, ServerChallenge: the oldest challenge layout. */
+const LEGACY_CHALLENGE_BYTES = 32;
 const AUTHENTICATE_HEADER_BYTES = 64;
 /** Milliseconds between 1601-01-01 (FILETIME's epoch) and 1970-01-01. */
 const FILETIME_EPOCH_OFFSET_MS = 11_644_473_600_000n;
@@ -87,14 +89,20 @@ export function parseAvPairs(info: Buffer): Map<number, Buffer> | null {
 
 /** Type 2 (MS-NLMP 2.2.1.2). Null for anything malformed: every offset and length is bounds-checked. */
 export function parseNtlmChallenge(message: Buffer): NtlmChallenge | null {
-  if (message.length < CHALLENGE_HEADER_BYTES || !message.subarray(0, 8).equals(SIGNATURE)) return null;
+  if (message.length < LEGACY_CHALLENGE_BYTES || !message.subarray(0, 8).equals(SIGNATURE)) return null;
   if (message.readUInt32LE(8) !== 2) return null;
   const flags = message.readUInt32LE(20);
-  const targetNameBytes = readField(message, 12, CHALLENGE_HEADER_BYTES);
-  const targetInfoBytes = readField(message, 40, CHALLENGE_HEADER_BYTES);
-  if (targetNameBytes === null || targetInfoBytes === null) return null;
-  const targetName = decodeString(targetNameBytes, (flags & NTLM_FLAGS.UNICODE) !== 0);
-  if (targetName === null) return null;
+  // TargetInfoFields mean something only with NEGOTIATE_TARGET_INFO (MS-NLMP 2.2.1.2); older servers
+  // (Squid's helpers among them) send a 32- or 40-byte header without them and the payload right after.
+  // NTLMv2 is then computed over an empty target info.
+  const hasTargetInfo = (flags & NTLM_FLAGS.TARGET_INFO) !== 0;
+  if (hasTargetInfo && message.length < CHALLENGE_HEADER_BYTES) return null;
+  const targetInfoBytes = hasTargetInfo ? readField(message, 40, CHALLENGE_HEADER_BYTES) : Buffer.alloc(0);
+  if (targetInfoBytes === null) return null;
+  // The target name is informational (the client's own domain goes into NTLMv2), and some servers send
+  // a bogus offset for it (Squid's ntlm_fake_auth does): an unreadable one reads as empty, not a refusal.
+  const targetNameBytes = readField(message, 12, hasTargetInfo ? CHALLENGE_HEADER_BYTES : LEGACY_CHALLENGE_BYTES) ?? Buffer.alloc(0);
+  const targetName = decodeString(targetNameBytes, (flags & NTLM_FLAGS.UNICODE) !== 0) ?? '';
   // NTLMv2's proof covers the target info (MS-NLMP 3.1.5.1.2), so a list we cannot walk is refused.
   if (targetInfoBytes.length > 0 && parseAvPairs(targetInfoBytes) === null) return null;
   return {
@@ -199,25 +207,4 @@ export function verifyNtlmV2(authenticate: NtlmAuthenticate, serverChallenge: Bu
   if (blob[0] !== 1 || blob[1] !== 1) return false;
   const expected = ntlmV2Response(ntowfV2(password, authenticate.user, authenticate.domain), serverChallenge, blob);
   return timingSafeEqual(expected.subarray(0, 16), response.subarray(0, 16));
-}
-
-/**
- * The first non-empty line of an NTLM credentials file: `DOMAIN\user:password`, `user@domain:password`
- * or `user:password` (empty domain: the proxy's default). The password is everything after the first
- * colon. An error message names the expected shape, never the line (it holds the password).
- */
-export function readNtlmCredentials(text: string): NtlmCredentials | string {
-  const line = text.replace(/^\uFEFF/, '').split(/\r?\n/).find((l) => l.trim() !== '')?.trim();
-  if (line === undefined) return 'the NTLM credentials file is empty; it holds one line DOMAIN\\user:password';
-  const colon = line.indexOf(':');
-  if (colon < 0) return 'the NTLM credentials line has no colon; it is DOMAIN\\user:password, user@domain:password or user:password';
-  const account = line.slice(0, colon);
-  const password = line.slice(colon + 1);
-  const slash = account.indexOf('\\');
-  const at = account.lastIndexOf('@');
-  const [domain, user] = slash >= 0 ? [account.slice(0, slash), account.slice(slash + 1)] : at >= 0 ? [account.slice(at + 1), account.slice(0, at)] : ['', account];
-  if (user === '') return 'the NTLM credentials line has an empty user name';
-  if ((slash >= 0 || at >= 0) && domain === '') return 'the NTLM credentials line has an empty domain before \\ or after @';
-  if (password === '') return 'the NTLM credentials line has an empty password';
-  return { user, domain, password };
 }

@@ -154,7 +154,7 @@ export class ProxyAuthDialogue {
     const label = this.proxy.label;
     const offered = challenges.map((c) => c.scheme);
     const offeredText = offered.length === 0 ? 'no scheme' : [...new Set(offered)].map((s) => NAMES[s as Mechanism] ?? s).join(', ');
-    if (this.legs > MAX_AUTH_LEGS) return this.failed(`${label} still answered 407 after ${MAX_AUTH_LEGS} legs`);
+    if (this.legs > MAX_AUTH_LEGS) return this.failed(`${this.mechanism ?? 'auth'}: ${label} still answered 407 after ${MAX_AUTH_LEGS} legs`);
     const mode = authModeOf(this.proxy);
     if (mode === 'none') return deny('upstream_auth_required', `${label} answered 407 (offers ${offeredText}); no proxy authentication is configured`);
     const current = this.mechanism;
@@ -179,25 +179,25 @@ export class ProxyAuthDialogue {
     }
     const own = challenges.find((c) => c.scheme === current);
     if (current === 'basic') {
-      // The brief's contract for a 407 to Basic credentials (BRIEF.md: a 407 Sluice cannot satisfy).
+      // A 407 to Basic credentials stays upstream_auth_required, the contract docs/reason-codes.md gives it.
       return deny('upstream_auth_required', `${label} answered 407 to the configured credentials (auth basic)`);
     }
     if (current === 'ntlm') {
-      if (this.ntlmLeg !== 'negotiate-sent' || own?.token == null) return this.failed(`${label} rejected NTLM authentication (407)`);
+      if (this.ntlmLeg !== 'negotiate-sent' || own?.token == null) return this.failed(`ntlm: ${label} rejected the NTLM authentication (407)`);
       const challenge = parseNtlmChallenge(Buffer.from(own.token, 'base64'));
-      if (challenge === null) return this.failed(`${label} sent an NTLM challenge that does not parse`);
+      if (challenge === null) return this.failed(`ntlm: ${label} sent an NTLM challenge that does not parse (407)`);
       const credentials = this.proxy.ntlm;
-      if (credentials == null) return this.failed(`${label}: no NTLM credentials`);
+      if (credentials == null) return this.failed(`ntlm: no NTLM credentials for ${label}`);
       this.ntlmLeg = 'authenticate-sent';
       return ok({ authorization: `NTLM ${ntlmAuthenticateMessage(challenge, credentials).toString('base64')}`, sameConnection: true });
     }
     // Negotiate: a token back with an incomplete context is another leg (RFC 4559 §5); anything else is a rejection.
     const context = this.negotiate;
-    if (context === null || context.complete || own?.token == null) return this.failed(`${label} rejected the Kerberos (Negotiate) token (407)`);
+    if (context === null || context.complete || own?.token == null) return this.failed(`negotiate: ${label} rejected the Kerberos token (407)`);
     try {
       return ok({ authorization: `Negotiate ${await context.step(own.token)}`, sameConnection: true });
     } catch (error) {
-      return this.failed(`Negotiate with ${label} failed: ${gssMessage(error)}`);
+      return this.failed(`negotiate: the next leg with ${label} failed: ${gssMessage(error)}`);
     }
   }
 
@@ -222,7 +222,7 @@ export class ProxyAuthDialogue {
       return ok({ authorization: `Negotiate ${await this.negotiate.step('')}`, sameConnection: false });
     } catch (error) {
       // No ticket, an expired one, no keytab, or no such service principal: Sluice has nothing to offer.
-      return this.failed(`no Kerberos token for ${spn}: ${gssMessage(error)}`);
+      return this.failed(`negotiate: no Kerberos token for ${spn}: ${gssMessage(error)}`);
     }
   }
 

@@ -174,7 +174,7 @@ export async function connectThroughProxy(proxy: UpstreamProxy, authority: strin
       if (!next.ok) return fail(next);
       leg = next;
       if (reusable) continue;
-      if (next.value.sameConnection) return fail(deny('upstream_auth_failed', `${proxy.label} closed the connection in the middle of ${dialogue.chosen === 'ntlm' ? 'the NTLM' : 'the Negotiate'} handshake (407)`));
+      if (next.value.sameConnection) return fail(deny('upstream_auth_failed', `${dialogue.chosen ?? 'auth'}: ${proxy.label} closed the connection in the middle of the handshake (407)`));
       socket.destroy();
       const again = await connectToProxy(proxy, { ...options, onFailure: undefined });
       if (!again.ok) return again;

@@ -3,8 +3,8 @@
 // connection of its own, the handshake's legs and the request travel on it, and it is closed after the
 // response, so no other principal's hop ever rides a connection the proxy authenticated (issue 18).
 // NTLM's first leg cannot carry a request body (it is answered 407 by design), so a request with a body
-// sends that leg as a HEAD of the same URI, a safe method (RFC 9110 §9.2.1), and the body goes once,
-// with the final leg.
+// sends that leg as an OPTIONS of the same URI, a safe method (RFC 9110 §9.2.1, §9.3.7), and the body
+// goes once, with the final leg. Not HEAD: undici closes the connection after every HEAD.
 import type http from 'node:http';
 import { deny, ok, type UpstreamProxy, type Verdict } from '../core/index.js';
 import { authModeOf, defaultAuthContext, MAX_AUTH_LEGS, parseChallenges, ProxyAuthDialogue, type ProxyAuthContext } from '../egress/index.js';
@@ -37,7 +37,7 @@ export async function forwardWithProxyAuth(rt: ProxyRuntime, req: http.IncomingM
     for (let i = 0; i <= MAX_AUTH_LEGS; i++) {
       const authorization = leg.value.authorization;
       if (withBody && dialogue.awaitsChallenge) {
-        const probe = await forwardRequest(client, req, res, { ...target, proxyAuthorization: authorization, takesChallenge: true, method: 'HEAD', withoutBody: true }, null);
+        const probe = await forwardRequest(client, req, res, { ...target, proxyAuthorization: authorization, takesChallenge: true, method: 'OPTIONS', withoutBody: true }, null);
         if (probe.phase === 'failed') return deny(probe.reason, probe.detail);
         if (probe.phase === 'probed') {
           // The proxy let the probe through without (more) authentication: the request goes as it is.

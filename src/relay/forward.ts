@@ -55,7 +55,7 @@ export interface ForwardTarget {
    * for the next leg) instead of ending the hop: the caller is authenticating (proxy/forward-auth.ts).
    */
   readonly takesChallenge?: boolean;
-  /** Replaces the method (a HEAD probe that carries an authentication leg but not the body). */
+  /** Replaces the method (an OPTIONS probe that carries an authentication leg but not the body). */
   readonly method?: string;
   /** Leave the client's body unread (a probe); the real request sends it. */
   readonly withoutBody?: boolean;
@@ -216,7 +216,7 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
       this.settle407(offered === undefined ? [] : Array.isArray(offered) ? offered : [offered]);
       return;
     }
-    if (this.target.method === 'HEAD' && this.target.withoutBody === true) {
+    if (this.target.withoutBody === true) {
       // A probe's answer is for Sluice, never the client.
       this.settled = true;
       this.settle({ phase: 'probed', status: statusCode });

@@ -40,18 +40,24 @@ export function readCredentialsFile(file: string): Parsed<string> {
 }
 
 /**
- * NTLM's user and domain from `DOMAIN\user:password`, `user@domain:password` or `user:password` (empty
- * domain: the proxy's default). The password is everything after the first colon, colons included.
+ * The first non-empty line of an NTLM credentials file: `DOMAIN\user:password`, `user@domain:password`
+ * or `user:password` (empty domain: the proxy's default). The password is everything after the first
+ * colon. An error message names the expected shape, never the line (it holds the password).
  */
-export function ntlmCredentials(line: string): Parsed<ProxyNtlmCredentials> {
+export function readNtlmCredentials(text: string): ProxyNtlmCredentials | string {
+  const line = text.replace(/^\uFEFF/, '').split(/\r?\n/).find((l) => l.trim() !== '')?.trim();
+  if (line === undefined) return 'the NTLM credentials file is empty; it holds one line DOMAIN\\user:password';
   const colon = line.indexOf(':');
+  if (colon < 0) return 'the NTLM credentials line has no colon; it is DOMAIN\\user:password, user@domain:password or user:password';
   const account = line.slice(0, colon);
   const password = line.slice(colon + 1);
   const slash = account.indexOf('\\');
   const at = account.lastIndexOf('@');
-  const [domain, user] = slash >= 0 ? [account.slice(0, slash), account.slice(slash + 1)] : at > 0 ? [account.slice(at + 1), account.slice(0, at)] : ['', account];
-  if (user === '' || password === '') return { ok: false, message: 'an NTLM credentials file holds one line DOMAIN\\user:password (or user@domain:password)' };
-  return { ok: true, value: { user, domain, password } };
+  const [domain, user] = slash >= 0 ? [account.slice(0, slash), account.slice(slash + 1)] : at >= 0 ? [account.slice(at + 1), account.slice(0, at)] : ['', account];
+  if (user === '') return 'the NTLM credentials line has an empty user name';
+  if ((slash >= 0 || at >= 0) && domain === '') return 'the NTLM credentials line has an empty domain before \\ or after @';
+  if (password === '') return 'the NTLM credentials line has an empty password';
+  return { user, domain, password };
 }
 
 export function readCaFile(file: string): Parsed<string> {
@@ -94,9 +100,9 @@ export function parseUpstream(url: string, settings: UpstreamSettings): Parsed<U
     const line = readCredentialsLine(settings.credentialsFile);
     if (!line.ok) return { ok: false, key: 'credentialsFile', message: line.message };
     if (mode === 'ntlm' || mode === 'auto') {
-      const parsedNtlm = ntlmCredentials(line.value);
-      if (!parsedNtlm.ok) return { ok: false, key: 'credentialsFile', message: parsedNtlm.message };
-      ntlm = parsedNtlm.value;
+      const parsedNtlm = readNtlmCredentials(line.value);
+      if (typeof parsedNtlm === 'string') return { ok: false, key: 'credentialsFile', message: parsedNtlm };
+      ntlm = parsedNtlm;
     }
     // NTLM-only never sends Basic: the password would cross in the clear on an offer downgrade.
     authorization = mode === 'ntlm' ? null : `Basic ${Buffer.from(line.value, 'utf8').toString('base64')}`;

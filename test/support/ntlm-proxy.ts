@@ -147,7 +147,8 @@ class Connection {
     const body = `ntlm-proxy: ${status} ${reason}\n`;
     const lines = [`HTTP/1.1 ${status} ${reason}`, ...headers.map(([n, v]) => `${n}: ${v}`), 'Content-Type: text/plain',
       `Content-Length: ${Buffer.byteLength(body)}`, `Connection: ${isClosing ? 'close' : 'keep-alive'}`];
-    this.socket.write(`${lines.join('\r\n')}\r\n\r\n${body}`);
+    // A response to HEAD has no body, though its Content-Length is that of the GET's (RFC 9110 §9.3.2).
+    this.socket.write(`${lines.join('\r\n')}\r\n\r\n${request?.method === 'HEAD' ? '' : body}`);
     if (isClosing) {
       this.socket.end();
       this.buffer = Buffer.alloc(0);

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   AV_ID, NTLM_FLAGS, lmV2Response, ntlmAuthenticateMessage, ntlmNegotiateMessage, ntlmV2Blob, ntlmV2Response, ntowfV2,
-  parseAvPairs, parseNtlmAuthenticate, parseNtlmChallenge, readNtlmCredentials, verifyNtlmV2,
+  parseAvPairs, parseNtlmAuthenticate, parseNtlmChallenge, verifyNtlmV2,
 } from '../../../src/egress/ntlm.js';
 import type { NtlmChallenge } from '../../../src/egress/ntlm.js';
 
@@ -172,8 +172,6 @@ describe('parseNtlmChallenge refuses malformed messages', () => {
     ['a target info offset past the end', mutate((m) => m.writeUInt32LE(SPEC_CHALLENGE.length - 10, 44))],
     ['a target info offset near 2^32 (wraps in 32-bit arithmetic)', mutate((m) => m.writeUInt32LE(0xfffffff0, 44))],
     ['a target info length past the end', mutate((m) => m.writeUInt16LE(0xffff, 40))],
-    ['a target name pointing into the header', mutate((m) => m.writeUInt32LE(8, 16))],
-    ['an odd-length UNICODE target name', mutate((m) => m.writeUInt16LE(11, 12))],
     ['an AV pair running past the target info', mutate((m) => m.writeUInt16LE(0x00ff, 0x44 + 2))],
     ['an AV list without MsvAvEOL', mutate((m) => m.writeUInt16LE(0x24 - 4, 40))],
     ['bytes after MsvAvEOL', Buffer.concat([mutate((m) => m.writeUInt16LE(0x24 + 4, 40)), Buffer.alloc(4, 1)])],
@@ -186,6 +184,26 @@ describe('parseNtlmChallenge refuses malformed messages', () => {
     })()],
   ])('null for %s', (_label, message) => {
     expect(parseNtlmChallenge(message)).toBeNull();
+  });
+
+  // The target name is informational: an unreadable one reads as empty (ntlm_fake_auth sends a bogus offset).
+  it.each([
+    ['a target name pointing into the header', mutate((m) => m.writeUInt32LE(8, 16))],
+    ['an odd-length UNICODE target name', mutate((m) => m.writeUInt16LE(11, 12))],
+  ])('reads %s as an empty target name, the rest intact', (_label, message) => {
+    const parsed = parseNtlmChallenge(message);
+    expect(parsed?.targetName).toBe('');
+    expect(parsed?.serverChallenge.toString('hex')).toBe('0123456789abcdef');
+    expect(parsed?.targetInfo.length).toBeGreaterThan(0);
+  });
+
+  it("reads Squid ntlm_fake_auth's 40-byte challenge (no target info flag, bogus name offset)", () => {
+    // Captured from /usr/lib/squid/ntlm_fake_auth (Squid 5.7): `YR <type 1>` answered `TT <this>`.
+    const squid = Buffer.from('TlRMTVNTUAACAAAACQAJAK6qqqoCAAAA0LJupOW3RZEAAAAAAAA6AFdPUktHUk9VUA==', 'base64');
+    const parsed = parseNtlmChallenge(squid);
+    expect(parsed).not.toBeNull();
+    expect(parsed?.serverChallenge.toString('hex')).toBe('d0b26ea4e5b74591');
+    expect(parsed?.targetInfo.length).toBe(0);
   });
 
   it('never throws on arbitrary bytes, nor on the spec message with NTLMSSP header and fuzzed bytes', () => {
@@ -236,47 +254,6 @@ describe('parseNtlmChallenge refuses malformed messages', () => {
         if (parsed !== null) expect(() => verifyNtlmV2(parsed, SERVER_CHALLENGE, 'Password')).not.toThrow();
       }),
       { numRuns: 2000 },
-    );
-  });
-});
-
-describe('readNtlmCredentials', () => {
-  it.each([
-    ['CORP\\alice:pa:ss', { user: 'alice', domain: 'CORP', password: 'pa:ss' }],
-    ['alice@corp.example:pw', { user: 'alice', domain: 'corp.example', password: 'pw' }],
-    ['alice:pw', { user: 'alice', domain: '', password: 'pw' }],
-    ['\n\r\n  CORP\\alice:pw  \r\nsecond:line\n', { user: 'alice', domain: 'CORP', password: 'pw' }],
-    ['\uFEFFCORP\\alice:pw\n', { user: 'alice', domain: 'CORP', password: 'pw' }],
-    ['a@b@corp:pw', { user: 'a@b', domain: 'corp', password: 'pw' }],
-  ])('reads %j', (text, expected) => {
-    expect(readNtlmCredentials(text)).toEqual(expected);
-  });
-
-  it.each([
-    ['', /empty/],
-    ['  \n\n', /empty/],
-    ['CORP\\alice', /no colon/],
-    [':Secret-Pw1', /empty user/],
-    ['CORP\\:Secret-Pw1', /empty user/],
-    ['\\alice:Secret-Pw1', /empty domain/],
-    ['alice@:Secret-Pw1', /empty domain/],
-    ['CORP\\alice:', /empty password/],
-  ])('refuses %j with a message that never holds the password', (text, message) => {
-    const result = readNtlmCredentials(text);
-    expect(typeof result).toBe('string');
-    expect(result).toMatch(message);
-    expect(result).not.toContain('Secret-Pw1');
-    expect(result).not.toContain('alice');
-  });
-
-  it('never returns an error holding any part of the line after the colon', () => {
-    fc.assert(
-      fc.property(fc.constantFrom('', '\\', 'CORP\\', '@corp', 'x@'), fc.string({ maxLength: 30 }).map((p) => `Zq7${p}`).filter((p) => !/[\r\n]/.test(p) && p.trim() === p), (account, password) => {
-        // Zq7 prefix: a password that happens to be a word of the fixed message ("name") is not a leak.
-        const result = readNtlmCredentials(`${account}:${password}`);
-        if (typeof result === 'string') expect(result.includes(password)).toBe(false);
-      }),
-      { numRuns: 500 },
     );
   });
 });
