@@ -52,6 +52,8 @@ export interface SquidLogEntry {
   serverPort: number | null;
   /** Authenticated (or presented) user name (%un), or null; `user@REALM` for Negotiate. */
   user: string | null;
+  /** The client's source port (%>p): hops from one connection share it. */
+  clientPort: number;
   /** The raw log line. */
   raw: string;
 }
@@ -72,7 +74,7 @@ export interface Squid {
   close(): Promise<void>;
 }
 
-export const SQUID_LOGFORMAT = '%ts.%03tu %>a %Ss %>Hs %rm %<a %<p %un %ru';
+export const SQUID_LOGFORMAT = '%ts.%03tu %>a %Ss %>Hs %rm %<a %<p %un %>p %ru';
 export const BASIC_NCSA_AUTH = '/usr/lib/squid/basic_ncsa_auth';
 export const NEGOTIATE_KERBEROS_AUTH = '/usr/lib/squid/negotiate_kerberos_auth';
 export const NTLM_FAKE_AUTH = '/usr/lib/squid/ntlm_fake_auth';
@@ -264,11 +266,11 @@ function renderConfig(l: Layout, port: number, auth: AuthSchemes, user: string |
 
 function parseLine(raw: string): SquidLogEntry | undefined {
   const fields = raw.split(' ');
-  if (fields.length < 9) return undefined;
-  const [ts, client, result, status, method, serverAddress, serverPort, user] = fields as [
-    string, string, string, string, string, string, string, string,
+  if (fields.length < 10) return undefined;
+  const [ts, client, result, status, method, serverAddress, serverPort, user, clientPort] = fields as [
+    string, string, string, string, string, string, string, string, string,
   ];
-  const url = fields.slice(8).join(' ');
+  const url = fields.slice(9).join(' ');
   if (url.startsWith(PROBE_NOISE)) return undefined;
   const dash = (v: string): string | null => (v === '-' || v === '' ? null : v);
   const portNum = Number(serverPort);
@@ -282,6 +284,7 @@ function parseLine(raw: string): SquidLogEntry | undefined {
     serverAddress: dash(serverAddress),
     serverPort: Number.isInteger(portNum) && portNum > 0 ? portNum : null,
     user: dash(user),
+    clientPort: Number(clientPort),
     raw,
   };
 }
