@@ -116,6 +116,8 @@ export class ProxyAuthDialogue {
   private negotiate: NegotiateContext | null = null;
   private ntlmLeg: 'none' | 'negotiate-sent' | 'authenticate-sent' = 'none';
   private legs = 0;
+  /** The first leg used what `auto` learned earlier: the proxy may have changed its offer since. */
+  private fromLearned = false;
 
   constructor(
     private readonly proxy: UpstreamProxy,
@@ -137,6 +139,7 @@ export class ProxyAuthDialogue {
     const mode = authModeOf(this.proxy);
     const preset: Mechanism | undefined = mode === 'auto' ? this.context.learned.get(this.proxy.label) : mode === 'none' ? undefined : mode;
     if (preset === undefined) return ok({ authorization: null, sameConnection: false });
+    this.fromLearned = mode === 'auto';
     const leg = await this.start(preset);
     if (!leg.ok && mode === 'auto' && preset === 'negotiate') {
       // A learned Negotiate with no ticket here now is this machine's state, not the proxy's answer: the
@@ -157,6 +160,13 @@ export class ProxyAuthDialogue {
     if (this.legs > MAX_AUTH_LEGS) return this.failed(`${this.mechanism ?? 'auth'}: ${label} still answered 407 after ${MAX_AUTH_LEGS} legs`);
     const mode = authModeOf(this.proxy);
     if (mode === 'none') return deny('upstream_auth_required', `${label} answered 407 (offers ${offeredText}); no proxy authentication is configured`);
+    if (this.fromLearned && this.legs === 1 && this.mechanism !== null && !offered.includes(this.mechanism)) {
+      // The proxy no longer offers what was learned: choose again from this offer (a rejection of a
+      // still-offered mechanism never leads to another one).
+      this.mechanism = null;
+      this.negotiate = null;
+      this.ntlmLeg = 'none';
+    }
     const current = this.mechanism;
     if (current === null) {
       const candidates = this.candidates(offered, mode);

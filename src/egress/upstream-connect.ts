@@ -124,7 +124,8 @@ function readAnswer(socket: net.Socket, proxy: UpstreamProxy, timeoutMs: number)
         const parsed = parseProxyAnswer(buffer);
         if (parsed === 'incomplete') return;
         if (parsed === 'garbage') return done(deny('upstream_failed', `${proxy.label} answered CONNECT with something that is not HTTP`));
-        if (parsed.status === 200) return done(ok({ kind: 'tunnel', head: buffer.subarray(parsed.headLength) }));
+        // Any 2xx to CONNECT opens the tunnel (RFC 9110 §9.3.6).
+        if (parsed.status >= 200 && parsed.status < 300) return done(ok({ kind: 'tunnel', head: buffer.subarray(parsed.headLength) }));
         answer = parsed;
         buffer = buffer.subarray(parsed.headLength);
         if (parsed.body === 'close') return refused(parsed, false);

@@ -299,6 +299,20 @@ describe('ProxyAuthDialogue, auto', () => {
     expect(leg(await new ProxyAuthDialogue(elsewhere, context(gss, learned)).first()).authorization).toBeNull();
   });
 
+  it('a proxy that stops offering the learned mechanism gets a fresh choice from its new offer; a still-offered one that fails does not', async () => {
+    const learned = new LearnedMechanisms();
+    learned.set(proxy('auto', all).label, 'basic');
+    const dialogue = new ProxyAuthDialogue(proxy('auto', all), context(fakeGss(), learned));
+    expect(leg(await dialogue.first()).authorization).toBe(BASIC);
+    // The proxy now offers NTLM only: the next leg is NTLM's type 1, and that is what is learned.
+    expect(leg(await dialogue.answer(offer('NTLM'))).authorization).toMatch(/^NTLM TlRMTVNTUAAB/);
+    expect(learned.get(proxy('auto', all).label)).toBe('ntlm');
+    learned.set(proxy('auto', all).label, 'basic');
+    const again = new ProxyAuthDialogue(proxy('auto', all), context(fakeGss(), learned));
+    await again.first();
+    expect(denial(await again.answer(offer('Basic', 'NTLM'))).reason).toBe('upstream_auth_required');
+  });
+
   it('falls back from Negotiate to NTLM when this machine has no Kerberos credentials (initiate or step rejects)', async () => {
     for (const reject of ['initiate', 'step'] as const) {
       const learned = new LearnedMechanisms();
