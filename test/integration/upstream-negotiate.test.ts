@@ -144,6 +144,20 @@ describe.skipIf(!(kdcAvailable() && squidAvailable()) && process.env.CI !== 'tru
     expect(String(wrong.decisions().at(-1)?.detail)).toMatch(/not-a-service/);
   });
 
+  it('a PAC route (PROXY localhost:port) uses Negotiate with route.pac.auth, SPN from the PAC entry', async () => {
+    process.env['KRB5CCNAME'] = `FILE:${aliceCache}`;
+    const pac = path.join(dir, 'krb.pac');
+    fs.writeFileSync(pac, `function FindProxyForURL(url, host) { return "PROXY localhost:${squid.port}"; }`);
+    const s = await startSluice({
+      route: { mode: 'pac', pac: { file: pac, auth: 'negotiate' } },
+      grants: [{ id: 'a', tokenSha256: tokenHash(TOKENS.a), destinations: [`https://origin.test:${https.port}`] }],
+    });
+    started.push(s);
+    const result = await runCurl(['--proxy', via(s), '--cacert', ORIGIN_PKI.caFile, `https://origin.test:${https.port}/krb-pac`]);
+    expect(result.stdout).toBe('origin:GET:/krb-pac');
+    expect(s.decisions().at(-1)).toMatchObject({ reason: 'granted', upstream: `http://localhost:${squid.port}` });
+  });
+
   it('two principals forwarding at once never share an authenticated upstream connection', async () => {
     const s = await sluice(aliceCache);
     const urls = (who: string): string[] => [1, 2, 3].map((i) => `http://origin.test:${http.port}/krb-${who}-${i}`);

@@ -166,6 +166,24 @@ describe('NTLM to the upstream proxy (fixture that verifies NTLMv2)', () => {
     expect(c2?.requests.map((r) => r.authorization)).toEqual(['NTLM', 'NTLM']);
   });
 
+  it('a PAC route (PROXY host:port) authenticates with route.pac.auth, for tunnels and forwarded requests', async () => {
+    const p = await proxy();
+    const pac = path.join(dir, 'ntlm.pac');
+    fs.writeFileSync(pac, `function FindProxyForURL(url, host) { return "PROXY 127.0.0.1:${p.port}"; }`);
+    const destinations = [`https://origin.test:${https.port}`, `http://origin.test:${http.port}`];
+    const s = await startSluice(
+      { route: { mode: 'pac', pac: { file: pac, auth: 'ntlm', credentialsFile: goodCreds } }, grants: [{ id: 'a', tokenSha256: tokenHash(TOKENS.a), destinations }] },
+      { gss: NO_GSS },
+    );
+    started.push(s);
+    const tunnel = await runCurl(['--proxy', via(s), '--cacert', ORIGIN_PKI.caFile, `https://origin.test:${https.port}/pac-t`]);
+    expect(tunnel.stdout).toBe('origin:GET:/pac-t');
+    const plain = await runCurl(['--proxy', via(s), `http://origin.test:${http.port}/pac-p`]);
+    expect(plain.stdout).toBe('origin:GET:/pac-p');
+    expect(p.connections().every((c) => /alice/i.test(c.user ?? ''))).toBe(true);
+    expect(s.decisions().at(-1)).toMatchObject({ reason: 'granted', route: `pac PROXY 127.0.0.1:${p.port}` });
+  });
+
   it('auth basic against a proxy that offers only NTLM is upstream_auth_unsupported, naming both sides', async () => {
     const p = await proxy();
     const s = await sluice({ url: p.url, auth: 'basic', credentialsFile: goodCreds });
