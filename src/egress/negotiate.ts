@@ -2,7 +2,7 @@
 // credentials through MIT/Heimdal GSSAPI: the `kerberos` package (ADR 0019). The credentials are the
 // process's: the ticket cache in KRB5CCNAME, or the client keytab in KRB5_CLIENT_KTNAME that GSSAPI
 // uses to get a ticket itself. Nothing of them passes through Sluice's code but the opaque token, and the
-// sandbox never sees either (seed invariant A2).
+// sandbox never sees either (principle A8 in docs/principles.md).
 import { createRequire } from 'node:module';
 
 /** One security context: the first token, then more legs while the proxy answers with tokens of its own. */
