@@ -1,7 +1,8 @@
 // `sluice explain`: runs a hop's policy stages for a grant and a target without connecting, and reports
 // each step: canonical destination, matched rule, resolved addresses and classes, route, attested, reason.
 import { authorize, canonicalize, parseAbsoluteTarget } from '../authority/index.js';
-import { Reasons, type ReasonCode } from '../core/index.js';
+import { Reasons, type ReasonCode, type UpstreamProxy } from '../core/index.js';
+import { authModeOf } from '../egress/index.js';
 import { checkGrantLive, decideDestination, decisionOf, Hop, isAttested, type ProxyRuntime } from '../proxy/index.js';
 import type { RuntimeGrant } from '../grant/index.js';
 import type { GrantChoice } from './grant-source.js';
@@ -94,7 +95,7 @@ export async function explain(rt: ProxyRuntime, grantId: string, target: string,
     routeSummary: rt.routes.summary?.lines ?? [],
     pacAnswer: shown.route?.pacAnswer ?? null,
     alternatives: shown.routeHops.map((h) => ({
-      hop: h.kind === 'direct' ? 'direct' : `proxy ${h.proxy.label}${h.proxy.sendResolvedAddress ? ' (sends the checked address)' : ''}`,
+      hop: h.kind === 'direct' ? 'direct' : `proxy ${h.proxy.label}${h.proxy.sendResolvedAddress ? ' (sends the checked address)' : ''}${authText(h.proxy)}`,
       attested: isAttested(h, shown),
       credentialObserving: h.kind === 'proxy' && h.proxy.inspectsTls,
     })),
@@ -167,4 +168,11 @@ export function formatExplanation(e: Explanation): string {
     `decision:   ${e.decision} ${e.status} ${e.reason}${e.detail === null ? '' : ` (${e.detail})`}`,
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/** Negotiate, NTLM and auto are named with the Kerberos service name they use; Basic and none read as before. */
+function authText(proxy: UpstreamProxy): string {
+  const mode = authModeOf(proxy);
+  if (mode === 'none' || mode === 'basic') return '';
+  return mode === 'ntlm' ? ' (auth ntlm)' : ` (auth ${mode}, Kerberos service ${proxy.spn ?? `HTTP@${proxy.host}`})`;
 }

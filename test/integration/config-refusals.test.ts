@@ -94,6 +94,9 @@ describe('check-config and start agree', () => {
       ['listeners[0].proxyProtocol.trustedSources', 'listeners[0].proxyProtocol.trustedSource', 'grants[0].limits.maxBytez'],
     ],
     ['an audit file that is a directory', () => ({ listeners, audit: { file: dir } }), ['audit.file']],
+    ['auth ntlm without a credentials file', () => ({ listeners, route: { mode: 'proxy', proxy: { url: 'http://proxy.corp.test:8080', auth: 'ntlm' } } }), ['route.proxy.credentialsFile']],
+    ['auth negotiate with a credentials file (Kerberos uses the service’s own tickets)', () => ({ listeners, route: { mode: 'proxy', proxy: [{ url: 'http://a.corp.test:8080' }, { url: 'http://b.corp.test:8080', auth: 'negotiate', credentialsFile: path.join(dir, 'no-such-file') }] } }), ['route.proxy[1].credentialsFile']],
+    ['an unknown auth mechanism and a malformed spn', () => ({ listeners, route: { mode: 'proxy', proxy: { url: 'http://proxy.corp.test:8080', auth: 'kerberos', spn: 'HTTP/proxy.corp.test' } } }), ['route.proxy.auth', 'route.proxy.spn']],
     [
       'a schema error, a cross-check error and a host error in one file, all named in one pass',
       () => ({

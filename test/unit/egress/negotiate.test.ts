@@ -154,3 +154,23 @@ describe.skipIf(!kdcAvailable() && process.env['CI'] !== 'true')('systemGss with
     expect(detail).not.toContain(token.slice(0, 40));
   });
 });
+
+describe('auth: negotiate where this build has no GSSAPI is a config error, not a failure on the first hop', () => {
+  it('names every route.proxy entry and route.pac that asks for it; auto and the other mechanisms pass', async () => {
+    const { negotiateIssues } = await import('../../../src/app.js');
+    const none = unavailableGss('the GSSAPI binding (npm package kerberos) is not installed');
+    const route = {
+      mode: 'proxy' as const,
+      proxy: [
+        { url: 'http://a.corp.test:8080', auth: 'negotiate' as const, inspectsTls: false, sendResolvedAddress: false },
+        { url: 'http://b.corp.test:8080', auth: 'auto' as const, inspectsTls: false, sendResolvedAddress: false },
+        { url: 'http://c.corp.test:8080', auth: 'negotiate' as const, inspectsTls: false, sendResolvedAddress: false },
+      ],
+    };
+    const issues = negotiateIssues(route as never, none);
+    expect(issues.map((i) => i.path)).toEqual(['route.proxy[0].auth', 'route.proxy[2].auth']);
+    expect(issues[0]?.message).toMatch(/negotiate needs GSSAPI: .*kerberos/);
+    expect(negotiateIssues({ mode: 'pac', pac: { file: 'x.pac', auth: 'negotiate' } } as never, none).map((i) => i.path)).toEqual(['route.pac.auth']);
+    expect(negotiateIssues(route as never, systemGss())).toEqual([]);
+  });
+});

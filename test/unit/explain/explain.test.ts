@@ -94,3 +94,34 @@ describe('explain', () => {
     expect(formatExplanation(await explain(rt, 'cfg', 'https://api.test'))).toMatch(/^grant:\s+cfg\nsource:\s+the config\n/);
   });
 });
+
+describe('explain names how Sluice authenticates to each upstream proxy', () => {
+  it('negotiate with its Kerberos service name, ntlm by name; basic reads as before', async () => {
+    const dir = os.tmpdir();
+    const creds = path.join(dir, `explain-ntlm-${process.pid}.txt`);
+    (await import('node:fs')).writeFileSync(creds, 'CORP\\svc:pw\n');
+    const text = stringify({
+      state: dir,
+      listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }],
+      route: { mode: 'proxy', proxy: [{ url: 'http://krb.corp.test:8080', auth: 'negotiate', spn: 'HTTP@vip.corp.test' }, { url: 'http://ntlm.corp.test:8080', auth: 'ntlm', credentialsFile: creds }, { url: 'http://basic.corp.test:8080', credentialsFile: creds }] },
+      grants: [{ id: 'cfg', tokenSha256: 'ab'.repeat(32), destinations: ['https://api.test'] }],
+    });
+    const parsed = parseConfigText(text, path.join(dir, 'explain-auth.yaml'), dir);
+    if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
+    const built = await buildRuntime(parsed.config, { env: {}, log: silentLog, audit: { write: () => undefined, flush: () => Promise.resolve() } });
+    if (!built.ok) throw new Error(JSON.stringify(built.issues));
+    const rt = built.value.runtime;
+    try {
+      const out = formatExplanation(await explain(rt, 'cfg', 'https://api.test'));
+      expect(out).toContain('proxy http://krb.corp.test:8080 (auth negotiate, Kerberos service HTTP@vip.corp.test)');
+      expect(out).toContain('proxy http://ntlm.corp.test:8080 (auth ntlm)');
+      expect(out).toMatch(/proxy http:\/\/basic\.corp\.test:8080: unattested/);
+      expect(out).not.toContain('pw');
+    } finally {
+      rt.routes.close();
+      await rt.forwardAgent.close();
+      await rt.upstreamAgent.close();
+      (await import('node:fs')).rmSync(creds, { force: true });
+    }
+  });
+});
