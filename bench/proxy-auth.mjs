@@ -521,7 +521,7 @@ async function main() {
     // Runs of one day go in one file, newest last: machines are noisy, so keep every run side by side.
     if (fs.existsSync(file)) fs.appendFileSync(file, `\n---\n\n${md}`);
     else fs.writeFileSync(file, `# Proxy authentication cost per connection (issue 18)\n\nWritten by \`npm run bench:auth\` (bench/proxy-auth.mjs); see bench/README.md#proxy-authentication-cost for what the numbers mean.\n\n${md}`);
-    fs.writeFileSync(file.replace(/\.md$/, `-${meta.date.slice(11, 19).replace(/:/g, '')}.json`), JSON.stringify({ meta, summary, squidSeen, audit, warnLines, errors, raw: results }, null, 1));
+    fs.writeFileSync(file.replace(/\.md$/, `-${meta.date.slice(11, 19).replace(/:/g, '')}.json`), JSON.stringify({ meta, summary, squidSeen, audit, warnLines, errors, raw: results }, (_, v) => (typeof v === 'number' && !Number.isInteger(v) ? Math.round(v * 10) / 10 : v), 1));
     console.error(`written: ${path.relative(ROOT, file)} (+ .json with every sample)`);
   }
   return errors.length === 0 ? 0 : 1;
@@ -578,7 +578,8 @@ main()
     process.exit(code);
   })
   .catch(async (err) => {
-    console.error(err instanceof Error ? err.stack : err);
+    // After SIGINT/SIGTERM the children are gone on purpose: the failures that follow are not news.
+    if (cleaning === undefined) console.error(err instanceof Error ? err.stack : err);
     await cleanup();
     process.exit(1);
   });
