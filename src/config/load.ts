@@ -137,10 +137,23 @@ export function dedupeIssues(issues: readonly ConfigIssue[]): ConfigIssue[] {
 
 /** zod names the object for an unknown key; the operator needs the key itself: `dns.timeoutMz`. */
 function zodIssues(error: z.ZodError): ConfigIssue[] {
-  return error.issues.flatMap((issue) => {
-    if (issue.code !== 'unrecognized_keys') return [{ path: formatKeyPath(issue.path), message: issue.message }];
-    const known = knownKeysAt(issue.path);
-    return issue.keys.map((key) => ({ path: formatKeyPath([...issue.path, key]), message: unknownKeyMessage(key, known) }));
+  return issuesAt([], error.issues);
+}
+
+type ZodIssue = z.ZodError['issues'][number];
+
+function issuesAt(prefix: readonly PropertyKey[], issues: readonly ZodIssue[]): ConfigIssue[] {
+  return issues.flatMap((issue) => {
+    const at = [...prefix, ...issue.path];
+    if (issue.code === 'invalid_union' && issue.errors.length > 0) {
+      // A value that may be one of several shapes (route.proxy: an object or a list): the errors of the
+      // shape it has, by their own paths (route.proxy.auth), not one line for the whole value.
+      const branch = issue.errors.find((errors) => !errors.some((e) => e.code === 'invalid_type' && e.path.length === 0));
+      if (branch !== undefined) return issuesAt(at, branch);
+    }
+    if (issue.code !== 'unrecognized_keys') return [{ path: formatKeyPath(at), message: issue.message }];
+    const known = knownKeysAt(at);
+    return issue.keys.map((key) => ({ path: formatKeyPath([...at, key]), message: unknownKeyMessage(key, known) }));
   });
 }
 
