@@ -4,11 +4,11 @@
 import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { accessSync, chmodSync, constants as fsConstants, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
+import { findExecutable, forget, registerLive, stopChild, tryConnect } from './child-process.js';
 import { unusedPort } from './ports.js';
 
 export interface KdcOptions {
@@ -70,35 +70,17 @@ const DEFAULT_REALM = 'SLUICE.TEST';
 const SBIN = ['/usr/sbin', '/usr/local/sbin', '/usr/bin', '/usr/local/bin'];
 const CHILD_TIMEOUT_MS = 10_000;
 const OUTPUT_TAIL_BYTES = 16 * 1024;
-const STOP_TIMEOUT_MS = 5000;
-const KILL_TIMEOUT_MS = 2000;
 const START_ATTEMPTS = 3;
 /** The realm's ceiling; a principal's -maxlife or kinit -l makes a ticket shorter. */
 const REALM_MAX_LIFE = '1h';
 
-const isExecutable = (file: string): boolean => {
-  try {
-    accessSync(file, fsConstants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
-function findBinary(name: string): string | undefined {
-  const dirs = (process.env['PATH'] ?? '').split(delimiter).filter((d) => d.length > 0);
-  for (const dir of [...dirs, ...SBIN]) {
-    const candidate = join(dir, name);
-    if (isExecutable(candidate)) return candidate;
-  }
-  return undefined;
-}
 
 const TOOLS = ['krb5kdc', 'kdb5_util', 'kadmin.local', 'kinit', 'klist'] as const;
 type Tool = (typeof TOOLS)[number];
 
 function tool(name: Tool): string {
-  const path = findBinary(name);
+  const path = findExecutable(name, [], SBIN);
   if (path === undefined) {
     throw new Error(`kdc: \`${name}\` not found; install the Debian packages krb5-kdc krb5-admin-server krb5-user`);
   }
@@ -107,7 +89,7 @@ function tool(name: Tool): string {
 
 /** True when the MIT KDC and client tools are installed (tests use this with describe.skipIf). */
 export function kdcAvailable(): boolean {
-  return TOOLS.every((name) => findBinary(name) !== undefined);
+  return TOOLS.every((name) => findExecutable(name, [], SBIN) !== undefined);
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -149,59 +131,9 @@ function run(file: string, args: string[], env: NodeJS.ProcessEnv, stdin?: strin
   });
 }
 
-function tryConnect(port: number, timeoutMs: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ port, host: '127.0.0.1' });
-    const done = (ok: boolean): void => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(ok);
-    };
-    const timer = setTimeout(() => done(false), timeoutMs);
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-  });
-}
 
-function waitForExit(child: ChildProcess, timeoutMs: number): Promise<boolean> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      child.off('exit', onExit);
-      resolve(false);
-    }, timeoutMs);
-    const onExit = (): void => {
-      clearTimeout(timer);
-      resolve(true);
-    };
-    child.once('exit', onExit);
-  });
-}
 
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  if (await waitForExit(child, STOP_TIMEOUT_MS)) return;
-  child.kill('SIGKILL');
-  if (!(await waitForExit(child, KILL_TIMEOUT_MS))) {
-    throw new Error(`krb5kdc pid ${String(child.pid)} did not exit after SIGKILL`);
-  }
-}
 
-// Last-resort cleanup if a test process exits without calling close().
-const live = new Map<ChildProcess, string>();
-let exitHookInstalled = false;
-function registerLive(child: ChildProcess, dir: string): void {
-  live.set(child, dir);
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.once('exit', () => {
-    for (const [proc, path] of live) {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-      rmSync(path, { recursive: true, force: true });
-    }
-  });
-}
 
 interface Layout {
   dir: string;
@@ -315,7 +247,7 @@ export async function startKdc(opts: KdcOptions = {}): Promise<Kdc> {
       // -n: stay in the foreground, so the child is the KDC and SIGTERM stops it. setpriv --pdeathsig
       // (which execs krb5kdc in place) stops it too when the test worker dies without calling close().
       const kdcArgs = ['-n', '-r', realm];
-      const setpriv = findBinary('setpriv');
+      const setpriv = findExecutable('setpriv', [], SBIN);
       const child = setpriv === undefined
         ? spawn(bins.krb5kdc, kdcArgs, { env: adminEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
         : spawn(setpriv, ['--pdeathsig', 'TERM', '--', bins.krb5kdc, ...kdcArgs], { env: adminEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
@@ -343,8 +275,8 @@ export async function startKdc(opts: KdcOptions = {}): Promise<Kdc> {
         return makeHandle(l, realm, port, child, bins, adminEnv);
       }
       const exited = child.exitCode !== null || child.signalCode !== null;
-      await stopChild(child).catch(() => undefined);
-      live.delete(child);
+      await stopChild(child, 'krb5kdc').catch(() => undefined);
+      forget(child);
       const text = `${output}\n${tail(l.kdcLog)}`.trim();
       lastError = exited
         ? `krb5kdc exited (code ${String(child.exitCode)}, signal ${String(child.signalCode)}) before listening on 127.0.0.1:${port}`
@@ -461,8 +393,8 @@ function makeHandle(
       return endSeconds.length === 0 ? null : Math.max(...endSeconds) * 1000;
     },
     close: () => {
-      closing ??= stopChild(child).finally(() => {
-        live.delete(child);
+      closing ??= stopChild(child, 'krb5kdc').finally(() => {
+        forget(child);
         rmSync(l.dir, { recursive: true, force: true });
       });
       return closing;

@@ -4,11 +4,12 @@
 // log, and bounded start/stop.
 import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { accessSync, chmodSync, chownSync, copyFileSync, constants as fsConstants, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
+import { findExecutable, forget, isExecutable, registerLive, stopChild, tryConnect } from './child-process.js';
 import { unusedPort } from './ports.js';
 
 export interface SquidOptions {
@@ -81,30 +82,13 @@ export const NTLM_FAKE_AUTH = '/usr/lib/squid/ntlm_fake_auth';
 const SQUID_CANDIDATES = ['/usr/sbin/squid', '/usr/local/sbin/squid', '/usr/local/squid/sbin/squid'];
 const PROBE_NOISE = 'error:transaction-end-before-headers';
 const OUTPUT_TAIL_BYTES = 16 * 1024;
-const STOP_TIMEOUT_MS = 5000;
-const KILL_TIMEOUT_MS = 2000;
 const START_ATTEMPTS = 3;
 
-const isExecutable = (file: string): boolean => {
-  try {
-    accessSync(file, fsConstants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
-function findOnPath(name: string, extra: string[] = []): string | undefined {
-  const dirs = (process.env['PATH'] ?? '').split(delimiter).filter((d) => d.length > 0);
-  for (const candidate of [...extra, ...dirs.map((d) => join(d, name))]) {
-    if (isExecutable(candidate)) return candidate;
-  }
-  return undefined;
-}
 
 /** Path of the squid binary, or undefined when Squid is not installed. */
 export function squidBinary(): string | undefined {
-  return findOnPath('squid', SQUID_CANDIDATES);
+  return findExecutable('squid', SQUID_CANDIDATES);
 }
 
 /** True when a squid binary is installed (tests use this with describe.skipIf). */
@@ -150,7 +134,7 @@ function apparmorBlocksSquid(): boolean {
 }
 
 function htpasswdLine(user: string, password: string): Promise<string> {
-  const htpasswd = findOnPath('htpasswd');
+  const htpasswd = findExecutable('htpasswd');
   if (htpasswd === undefined) {
     throw new Error('startSquid: `htpasswd` not found; install the Debian package apache2-utils');
   }
@@ -323,49 +307,8 @@ export async function waitForLog(
   }
 }
 
-function tryConnect(port: number, timeoutMs: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ port, host: '127.0.0.1' });
-    const done = (ok: boolean): void => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(ok);
-    };
-    const timer = setTimeout(() => done(false), timeoutMs);
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-  });
-}
 
-function waitForExit(child: ChildProcess, timeoutMs: number): Promise<boolean> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      child.off('exit', onExit);
-      resolve(false);
-    }, timeoutMs);
-    const onExit = (): void => {
-      clearTimeout(timer);
-      resolve(true);
-    };
-    child.once('exit', onExit);
-  });
-}
 
-// Last-resort cleanup if a test process exits without calling close().
-const live = new Map<ChildProcess, string>();
-let exitHookInstalled = false;
-function registerLive(child: ChildProcess, dir: string): void {
-  live.set(child, dir);
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.once('exit', () => {
-    for (const [proc, path] of live) {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-      rmSync(path, { recursive: true, force: true });
-    }
-  });
-}
 
 interface Attempt {
   child: ChildProcess;
@@ -390,15 +333,6 @@ function spawnSquid(binary: string, conf: string, port: number, env: NodeJS.Proc
   return { child, output: () => tail, listening: () => listening };
 }
 
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  if (await waitForExit(child, STOP_TIMEOUT_MS)) return;
-  child.kill('SIGKILL');
-  if (!(await waitForExit(child, KILL_TIMEOUT_MS))) {
-    throw new Error(`squid pid ${String(child.pid)} did not exit after SIGKILL`);
-  }
-}
 
 /** Starts a private Squid on 127.0.0.1:<free port>; throws a clear error when Squid is not installed. */
 export async function startSquid(opts: SquidOptions = {}): Promise<Squid> {
@@ -511,8 +445,8 @@ export async function startSquid(opts: SquidOptions = {}): Promise<Squid> {
       }
 
       const exited = child.exitCode !== null || child.signalCode !== null;
-      await stopChild(child).catch(() => undefined);
-      live.delete(child);
+      await stopChild(child, 'squid').catch(() => undefined);
+      forget(child);
       const cacheLog = existsSync(layout.cacheLog) ? readFileSync(layout.cacheLog, 'utf8').slice(-OUTPUT_TAIL_BYTES) : '';
       const text = `${output()}\n${cacheLog}`;
       lastError = exited
@@ -542,8 +476,8 @@ function makeHandle(layout: Layout, port: number, config: string, child: ChildPr
     accessLog: () => readAccessLog(layout.accessLog),
     waitForLog: (predicate, timeoutMs) => waitForLog(handle, predicate, timeoutMs),
     close: () => {
-      closing ??= stopChild(child).finally(() => {
-        live.delete(child);
+      closing ??= stopChild(child, 'squid').finally(() => {
+        forget(child);
         rmSync(layout.dir, { recursive: true, force: true });
       });
       return closing;
