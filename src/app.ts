@@ -9,7 +9,7 @@ import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSyst
 import { buildRoutes, type BuiltRoutes, type PacSource, type RouteSelector } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive, LearnedMechanisms, systemGss, upstreamFailureLogger, type Gss } from './egress/index.js';
 import { checkAdminSection, resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
-import { createForwardAgent, createUpstreamClient, type ForwardAgent, type RelayLimits } from './relay/index.js';
+import { BoundUpstreams, createForwardAgent, createUpstreamClient, type ForwardAgent, type RelayLimits } from './relay/index.js';
 import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
 import { AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
@@ -230,7 +230,7 @@ export async function buildRuntime(
       headersTimeoutMs: config.timeouts.originResponseMs,
       bodyTimeoutMs: config.timeouts.idleMs,
     }),
-    upstreamClient: (origin) => createUpstreamClient(origin, { connect: upstreamConnector, ...forwardTimeouts }),
+    boundUpstreams: new BoundUpstreams((origin) => createUpstreamClient(origin, { connect: upstreamConnector, ...forwardTimeouts })),
     dial: dialOptions,
     upstream: upstreamOptions,
     relay: { idleTimeoutMs: config.timeouts.idleMs },
@@ -528,6 +528,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
       runtime.routes.close();
       await runtime.forwardAgent.close();
       await runtime.upstreamAgent.close();
+      await runtime.boundUpstreams.close();
       await runtime.audit.flush();
     },
   };

@@ -139,6 +139,7 @@ async function closeRuntime(runtime: ProxyRuntime): Promise<void> {
   runtime.routes.close();
   await runtime.forwardAgent.close();
   await runtime.upstreamAgent.close();
+  await runtime.boundUpstreams.close();
 }
 
 const silentLog = { info: () => undefined, warn: () => undefined, error: () => undefined };

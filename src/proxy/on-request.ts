@@ -159,7 +159,7 @@ function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMessage,
       viaUpstream: true,
     };
     // Negotiate and NTLM authenticate the connection: one of its own for this hop (forward-auth.ts).
-    if (bindsConnection(proxy, rt.upstream.auth ?? defaultAuthContext())) return forwardWithProxyAuth(rt, req, res, target, proxy, budget);
+    if (bindsConnection(proxy, rt.upstream.auth ?? defaultAuthContext())) return forwardWithProxyAuth(rt, req, res, target, proxy, budget, hop.principal?.grantId ?? '');
     return settled(await forwardRequest(rt.upstreamAgent, req, res, target, budget));
   };
   return overRoute(hop, attempt, mayRetry);

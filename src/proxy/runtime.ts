@@ -1,7 +1,7 @@
 // What the request handlers need, built once by app.ts and shared by every listener.
 import type { AuditSink, OperationalLog } from '../audit/index.js';
 import type { DialOptions, UpstreamOptions } from '../egress/index.js';
-import type { ForwardAgent, RelayLimits } from '../relay/index.js';
+import type { BoundUpstreams, ForwardAgent, RelayLimits } from '../relay/index.js';
 import type { MetricsSink } from '../telemetry/index.js';
 import type { DecideDeps } from './decide.js';
 import type { HopCache } from './hop-cache.js';
@@ -14,8 +14,8 @@ export interface ProxyRuntime extends DecideDeps {
   readonly forwardAgent: ForwardAgent;
   /** Forwards absolute-form requests to configured upstream proxies only. */
   readonly upstreamAgent: ForwardAgent;
-  /** A one-connection client to an upstream proxy for one hop whose proxy authentication binds the connection. */
-  readonly upstreamClient: (origin: string) => ForwardAgent;
+  /** Connections to upstream proxies whose authentication binds the connection, kept per principal. */
+  readonly boundUpstreams: BoundUpstreams;
   readonly dial: DialOptions;
   readonly upstream: UpstreamOptions;
   readonly relay: RelayLimits;

@@ -4,3 +4,4 @@ export * from './tunnel.js';
 export * from './forward.js';
 export * from './client-hello.js';
 export * from './first-bytes.js';
+export * from './bound-upstreams.js';
