@@ -157,11 +157,16 @@ function readAnswer(socket: net.Socket, proxy: UpstreamProxy, timeoutMs: number)
 export async function connectThroughProxy(proxy: UpstreamProxy, authority: string, options: UpstreamOptions): Promise<Verdict<UpstreamTunnel>> {
   // A failed connect is reported by connectToProxy itself.
   const dialogue = new ProxyAuthDialogue(proxy, options.auth ?? defaultAuthContext());
-  let leg = await dialogue.first();
-  if (!leg.ok) return reported(proxy, options, Promise.resolve(leg));
-  const connected = await connectToProxy(proxy, options);
+  // The first leg's token (a GSSAPI call on the thread pool for Negotiate) is made while the TCP and TLS
+  // handshakes run, not after them.
+  const [first, connected] = await Promise.all([dialogue.first(), connectToProxy(proxy, options)]);
   if (!connected.ok) return connected;
   let socket = connected.value;
+  if (!first.ok) {
+    socket.destroy();
+    return reported(proxy, options, Promise.resolve(first));
+  }
+  let leg = first;
   return reported(proxy, options, (async (): Promise<Verdict<UpstreamTunnel>> => {
     for (;;) {
       const auth = leg.value.authorization === null ? '' : `Proxy-Authorization: ${leg.value.authorization}\r\n`;
