@@ -29,6 +29,14 @@ export function bindsConnection(proxy: UpstreamProxy, auth: ProxyAuthContext): b
 }
 
 export async function forwardWithProxyAuth(rt: ProxyRuntime, req: http.IncomingMessage, res: http.ServerResponse, target: ForwardTarget, proxy: UpstreamProxy, budget: ForwardBudget | null, grantId: string): Promise<Verdict<Responded>> {
+  const verdict = await authenticatedForward(rt, req, res, target, proxy, budget, grantId);
+  // An expired ticket or a changed password is an operator's problem: the operational log says so
+  // (rate-limited per proxy and reason by upstreamFailureLogger), as it does for CONNECT.
+  if (!verdict.ok && verdict.reason.startsWith('upstream_auth')) rt.upstream.onFailure?.({ upstream: proxy.label, reason: verdict.reason, detail: verdict.detail });
+  return verdict;
+}
+
+async function authenticatedForward(rt: ProxyRuntime, req: http.IncomingMessage, res: http.ServerResponse, target: ForwardTarget, proxy: UpstreamProxy, budget: ForwardBudget | null, grantId: string): Promise<Verdict<Responded>> {
   const withBody = hasBody(req);
   const key = BoundUpstreams.key(grantId, target.origin);
   // A request with a body never starts on a reused connection: a 407 there would come after the body.

@@ -22,6 +22,7 @@ const ORIGIN_PKI = createTestPki(['origin.test']);
 const TOKENS = { a: 'tok-ntlm-a', b: 'tok-ntlm-b' };
 // Negotiate is out of these tests: auto must pick NTLM from an offer that also lists Negotiate.
 const NO_GSS = unavailableGss('not in this test');
+type TestLog = NonNullable<Parameters<typeof startSluice>[1]>['log'];
 
 describe('NTLM to the upstream proxy (fixture that verifies NTLMv2)', () => {
   let http: Origin;
@@ -56,7 +57,7 @@ describe('NTLM to the upstream proxy (fixture that verifies NTLMv2)', () => {
     proxies.push(p);
     return p;
   }
-  async function sluice(route: Record<string, unknown>, local: Record<string, string[]> = {}): Promise<TestSluice> {
+  async function sluice(route: Record<string, unknown>, local: Record<string, string[]> = {}, log?: TestLog): Promise<TestSluice> {
     const destinations = [`https://origin.test:${https.port}`, `http://origin.test:${http.port}`];
     const s = await startSluice(
       {
@@ -67,7 +68,7 @@ describe('NTLM to the upstream proxy (fixture that verifies NTLMv2)', () => {
         ],
       },
       // origin.test resolves locally to the origin: had Sluice gone direct, the origin would see it.
-      { lookup: tableLookup(local), gss: NO_GSS },
+      { lookup: tableLookup(local), gss: NO_GSS, ...(log === undefined ? {} : { log }) },
     );
     started.push(s);
     return s;
@@ -130,9 +131,11 @@ describe('NTLM to the upstream proxy (fixture that verifies NTLMv2)', () => {
     expect(handshakes).toHaveLength(2);
   });
 
-  it('a wrong password ends the hop with upstream_auth_failed and the origin sees nothing', async () => {
+  it('a wrong password ends the hop with upstream_auth_failed, the origin sees nothing, the operator log says why', async () => {
     const p = await proxy();
-    const s = await sluice({ url: p.url, auth: 'ntlm', credentialsFile: badCreds }, { 'origin.test': ['127.0.0.1'] });
+    const warnings: { obj: object; msg: string }[] = [];
+    const log = { info: () => undefined, warn: (obj: object, msg: string) => void warnings.push({ obj, msg }), error: () => undefined };
+    const s = await sluice({ url: p.url, auth: 'ntlm', credentialsFile: badCreds }, { 'origin.test': ['127.0.0.1'] }, log);
     const before = http.connections + https.connections;
     const tunnel = curlHeadersAndBody((await runCurl(['-i', '--proxy', via(s), '--cacert', ORIGIN_PKI.caFile, `https://origin.test:${https.port}/`])).stdout);
     expect(tunnel.blocks[0]?.status).toBe(502);
@@ -146,6 +149,9 @@ describe('NTLM to the upstream proxy (fixture that verifies NTLMv2)', () => {
     expect(last).toMatchObject({ reason: 'upstream_auth_failed', upstream: p.url });
     expect(String(last?.detail)).toMatch(/^ntlm: .*407/);
     expect(everything(s)).not.toContain('not-the-password');
+    // One warning for the proxy and reason (the tunnel's and the request's are rate-limited into it).
+    expect(warnings.map((w) => w.msg)).toEqual([`upstream proxy ${p.url} failed: upstream_auth_failed`]);
+    expect(JSON.stringify(warnings)).not.toMatch(/not-the-password|TlRMTVNT/);
   });
 
   it('a proxy that closes the connection after its challenge ends the hop with upstream_auth_failed', async () => {

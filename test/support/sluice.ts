@@ -35,7 +35,7 @@ export const silentLog = { info: () => undefined, warn: () => undefined, error: 
 
 export async function startSluice(
   config: Record<string, unknown>,
-  options: { lookup?: LookupAll; env?: Record<string, string> } & Pick<AppOptions, 'hostInterfaces' | 'hostRefreshMs' | 'gss'> = {},
+  options: { lookup?: LookupAll; env?: Record<string, string> } & Pick<AppOptions, 'hostInterfaces' | 'hostRefreshMs' | 'gss' | 'log'> = {},
 ): Promise<TestSluice> {
   // Each instance gets its own state dir, so ledgers (revocations) never leak between tests. A config
   // that names its own state dir owns it (and removes it); none is made for it here.
@@ -52,7 +52,7 @@ export async function startSluice(
     env: options.env ?? {},
     lookup: options.lookup ?? tableLookup({}),
     audit: { write: (r) => void records.push(r), flush: () => Promise.resolve() },
-    log: silentLog,
+    log: options.log ?? silentLog,
     ...(options.hostInterfaces === undefined ? {} : { hostInterfaces: options.hostInterfaces }),
     ...(options.hostRefreshMs === undefined ? {} : { hostRefreshMs: options.hostRefreshMs }),
     ...(options.gss === undefined ? {} : { gss: options.gss }),
