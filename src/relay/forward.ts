@@ -28,8 +28,9 @@ export function createForwardAgent(options: ForwardAgentOptions): Dispatcher {
 }
 
 /**
- * One connection to an upstream proxy for one hop (a proxy whose authentication binds the connection:
- * Negotiate, NTLM): the handshake's legs and the request share it, and no other hop ever uses it.
+ * One connection to an upstream proxy whose authentication binds the connection (Negotiate, NTLM): the
+ * handshake's legs and the request share it, and only its principal's later hops reuse it
+ * (bound-upstreams.ts).
  */
 export function createUpstreamClient(origin: string, options: ForwardAgentOptions): Dispatcher {
   return new Client(origin, {
@@ -135,9 +136,10 @@ class ByteCounter extends Transform {
   }
 }
 
-function dropExpectContinue(headers: string[]): string[] {
+/** Removes the fields `drop` picks from a raw [name, value, …] list, in place. */
+function dropFields(headers: string[], drop: (name: string, value: string) => boolean): string[] {
   for (let i = 0; i < headers.length; i += 2) {
-    if ((headers[i] ?? '').toLowerCase() === 'expect' && (headers[i + 1] ?? '').trim().toLowerCase() === '100-continue') {
+    if (drop((headers[i] ?? '').toLowerCase(), headers[i + 1] ?? '')) {
       headers.splice(i, 2);
       i -= 2;
     }
@@ -145,15 +147,8 @@ function dropExpectContinue(headers: string[]): string[] {
   return headers;
 }
 
-function dropBodyFraming(headers: string[]): void {
-  for (let i = 0; i < headers.length; i += 2) {
-    const name = (headers[i] ?? '').toLowerCase();
-    if (name === 'content-length' || name === 'transfer-encoding') {
-      headers.splice(i, 2);
-      i -= 2;
-    }
-  }
-}
+const isExpectContinue = (name: string, value: string): boolean => name === 'expect' && value.trim().toLowerCase() === '100-continue';
+const isBodyFraming = (name: string): boolean => name === 'content-length' || name === 'transfer-encoding';
 
 /** Whether the client sends a request body (so a denial must close, and a retry is unsafe). */
 export function hasBody(req: http.IncomingMessage): boolean {
@@ -322,11 +317,11 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
 export function forwardRequest(agent: Dispatcher, req: http.IncomingMessage, res: http.ServerResponse, target: ForwardTarget, budget: ForwardBudget | null): Promise<ForwardResult> {
   // Node's server already answered `Expect: 100-continue` to the client (RFC 9110 §10.1.1), and the
   // client library cannot forward it; the body follows without waiting.
-  const headers = dropExpectContinue(stripHopByHop(req.rawHeaders));
+  const headers = dropFields(stripHopByHop(req.rawHeaders), isExpectContinue);
   headers.push('host', target.hostHeader, 'via', VIA);
   if (target.proxyAuthorization !== null) headers.push('proxy-authorization', target.proxyAuthorization);
   let body: ByteCounter | null = null;
-  if (target.withoutBody === true) dropBodyFraming(headers);
+  if (target.withoutBody === true) dropFields(headers, isBodyFraming);
   else if (hasBody(req)) {
     body = new ByteCounter(budget);
     // pipe + error forwarding rather than stream.pipeline: pipeline allocates an AbortController and
