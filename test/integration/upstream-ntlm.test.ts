@@ -176,6 +176,25 @@ describe('NTLM to the upstream proxy (fixture that verifies NTLMv2)', () => {
     expect(c2?.requests.map((r) => r.authorization)).toEqual(['NTLM', 'NTLM']);
   });
 
+  it('a SOCKS5 client tunnels through the NTLM proxy the same way', async () => {
+    const p = await proxy();
+    const s = await startSluice(
+      {
+        listeners: [{ name: 'socks', listen: '127.0.0.1:0', identify: 'token', protocol: 'socks5' }],
+        route: { mode: 'proxy', proxy: { url: p.url, auth: 'ntlm', credentialsFile: goodCreds } },
+        grants: [{ id: 'a', tokenSha256: tokenHash(TOKENS.a), destinations: [`https://origin.test:${https.port}`] }],
+      },
+      { gss: NO_GSS },
+    );
+    started.push(s);
+    const result = await runCurl(['--proxy', `socks5h://a:${TOKENS.a}@127.0.0.1:${s.port}`, '--cacert', ORIGIN_PKI.caFile, `https://origin.test:${https.port}/socks`]);
+    expect(result.stdout).toBe('origin:GET:/socks');
+    expect(p.connections()[0]?.requests.map((r) => [r.method, r.authorization, r.status])).toEqual([
+      ['CONNECT', 'NTLM', 407],
+      ['CONNECT', 'NTLM', 200],
+    ]);
+  });
+
   it('a PAC route (PROXY host:port) authenticates with route.pac.auth, for tunnels and forwarded requests', async () => {
     const p = await proxy();
     const pac = path.join(dir, 'ntlm.pac');
