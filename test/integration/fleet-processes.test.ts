@@ -443,6 +443,9 @@ describe.skipIf(redisSkip())('fleet of processes: three `sluice start` children 
       label: 'the tombstones are written back',
     });
     await waitUntil(async () => (await Promise.all(fleet.map(readyz))).every((st) => st === 200), { timeoutMs: 5000, label: 'every instance ready' });
+    // Ready is not yet resynced: an instance whose last contact is within maxStaleMs serves from memory
+    // until its next catch-up (a notification, or the poll) reads the emptied store and drops the grant.
+    await waitUntil(async () => (await Promise.all(fleet.map((s) => knows(s, lost.id)))).every((known) => !known), { timeoutMs: 5000, label: 'every instance dropped the grant the store lost' });
     const refusals: string[] = [];
     for (const s of fleet) {
       const t = await connect(s, grant.token);
