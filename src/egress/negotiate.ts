@@ -46,13 +46,41 @@ export function unavailableGss(reason: string): Gss {
   return { unavailable: reason, initiate: () => Promise.reject(new Error(reason)) };
 }
 
-function bindingGss(binding: KerberosBinding): Gss {
+/**
+ * GSSAPI calls run on libuv's thread pool (4 threads by default), which DNS lookups and file I/O share:
+ * at most this many at once, so a burst of tunnels through a Negotiate proxy (or a slow KDC) cannot
+ * hold every thread and stall other principals' lookups. The rest wait in arrival order.
+ */
+export const MAX_CONCURRENT_GSS_CALLS = 2;
+
+/** Runs at most `max` of the given calls at once, the others in arrival order. */
+export function callLimiter(max: number): <T>(call: () => Promise<T>) => Promise<T> {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  // A finished call hands its slot straight to the next waiter, so no newcomer can slip in between.
+  const release = (): void => {
+    const next = waiting.shift();
+    if (next === undefined) running -= 1;
+    else next();
+  };
+  return async <T>(call: () => Promise<T>): Promise<T> => {
+    if (running >= max) await new Promise<void>((resolve) => waiting.push(resolve));
+    else running += 1;
+    try {
+      return await call();
+    } finally {
+      release();
+    }
+  };
+}
+
+function bindingGss(binding: KerberosBinding, limit = callLimiter(MAX_CONCURRENT_GSS_CALLS)): Gss {
   return {
     unavailable: null,
     async initiate(spn) {
-      const client = await binding.initializeClient(spn, { mechOID: binding.GSS_MECH_OID_SPNEGO });
+      const client = await limit(() => binding.initializeClient(spn, { mechOID: binding.GSS_MECH_OID_SPNEGO }));
       return {
-        step: (challenge) => client.step(challenge),
+        step: (challenge) => limit(() => client.step(challenge)),
         get complete() {
           return client.contextComplete;
         },

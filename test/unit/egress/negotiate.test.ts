@@ -174,3 +174,34 @@ describe('auth: negotiate where this build has no GSSAPI is a config error, not 
     expect(negotiateIssues(route as never, systemGss())).toEqual([]);
   });
 });
+
+describe('callLimiter: GSSAPI calls never hold more than their share of the thread pool', () => {
+  it('runs at most max at once, the rest in arrival order, and a failing call frees its slot', async () => {
+    const { callLimiter } = await import('../../../src/egress/negotiate.js');
+    const limit = callLimiter(2);
+    let running = 0;
+    let peak = 0;
+    const order: number[] = [];
+    const gates: (() => void)[] = [];
+    const call = (i: number, fail = false) =>
+      limit(async () => {
+        running += 1;
+        peak = Math.max(peak, running);
+        order.push(i);
+        await new Promise<void>((resolve) => gates.push(resolve));
+        running -= 1;
+        if (fail) throw new Error(`call ${i} failed`);
+        return i;
+      });
+    const results = [call(0, true), call(1), call(2), call(3), call(4)].map((p) => p.catch((e: Error) => e.message));
+    // Release the gates one at a time, bounded; each release lets exactly one waiter in.
+    for (let i = 0; i < 5; i++) {
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(running).toBeLessThanOrEqual(2);
+      gates.shift()?.();
+    }
+    expect(await Promise.all(results)).toEqual(['call 0 failed', 1, 2, 3, 4]);
+    expect(peak).toBe(2);
+    expect(order).toEqual([0, 1, 2, 3, 4]);
+  });
+});
