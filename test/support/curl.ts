@@ -1,4 +1,5 @@
 // Owns running the real curl binary with a scrubbed environment and parsing its `-i` output.
+import { expect } from 'vitest';
 import { spawn } from 'node:child_process';
 
 export interface CurlResult {
@@ -114,4 +115,19 @@ export function curlHeadersAndBody(stdout: string): CurlResponse {
   }
   const main = blocks.at(-1) ?? { statusLine: '', status: 0, headers: {}, all: [] };
   return { ...main, body: rest, blocks };
+}
+
+/**
+ * Asserts that Sluice ends both a CONNECT tunnel (to `tunnelUrl`, verified with `caFile`) and a forwarded
+ * request (to `plainUrl`) through `proxy` with 502 and `reason` in Proxy-Status, and never passes an
+ * upstream's 407 challenge to the client.
+ */
+export async function expectBothRefused(proxy: string, tunnelUrl: string, caFile: string, plainUrl: string, reason: string): Promise<void> {
+  const tunnel = curlHeadersAndBody((await runCurl(['-i', '--proxy', proxy, '--cacert', caFile, tunnelUrl])).stdout);
+  expect(tunnel.blocks[0]?.status).toBe(502);
+  expect(tunnel.blocks[0]?.headers['proxy-status']).toContain(`details="${reason}"`);
+  const plain = curlHeadersAndBody((await runCurl(['-i', '--proxy', proxy, plainUrl])).stdout);
+  expect(plain.status).toBe(502);
+  expect(plain.headers['proxy-status']).toContain(`details="${reason}"`);
+  expect(plain.headers['proxy-authenticate']).toBeUndefined();
 }
