@@ -38,6 +38,14 @@ export interface AppOptions {
   readonly gss?: Gss;
 }
 
+/** What `start` needs beyond building the runtime: where Sluice runs, and as whom. */
+export interface StartOptions extends AppOptions {
+  /** Sluice's working directory: relative paths resolve against it (run-time grants' `unix:` listen, config on reload). */
+  readonly cwd: string;
+  /** Sluice's effective uid: its state files (ledger.json, usage.json) must be owned by it, mode 0600. */
+  readonly uid: number;
+}
+
 /** `auth: negotiate` where this build has no GSSAPI: refused at load, not on the first hop. */
 export function negotiateIssues(route: NonNullable<ConfigDraft['route']>, gss: Gss): ConfigIssue[] {
   if (gss.unavailable === null) return [];
@@ -322,13 +330,13 @@ async function startFleetSync(ledger: Ledger, store: RedisLedgerStore, config: C
   return sync;
 }
 
-export async function startApp(config: Config, options: AppOptions): Promise<SluiceApp> {
+export async function startApp(config: Config, options: StartOptions): Promise<SluiceApp> {
   const built = await buildRuntime(config, options);
   if (!built.ok) throw new ProxyError('ERR_CONFIG_INVALID', built.issues.map((i) => `${i.path}: ${i.message}`).join('\n'));
   const { runtime, self, pac, tokens, freshness, rebuildNetwork, useNetwork, useTunables } = built.value;
   const registry = runtime.registry;
   const shared = await openSharedStore(config, options.env);
-  const ledger = await Ledger.open(new LedgerStore(config.state), undefined, shared).catch(async (error: unknown) => {
+  const ledger = await Ledger.open(new LedgerStore(config.state, options.uid), undefined, shared, options.cwd).catch(async (error: unknown) => {
     await shared?.close();
     throw error;
   });
@@ -344,9 +352,10 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
   installConfigGrants(registry, config, tokens, revokedConfig);
   for (const record of ledger.list()) if (record.source === 'runtime') installRecord(registry, record, runtime.log);
   // On the file store, budgets survive restarts through the usage file (on Redis, the store counts them).
-  const usageFile = shared === null ? new UsageFile(config.state) : null;
+  const usageFile = shared === null ? new UsageFile(config.state, options.uid) : null;
   if (usageFile !== null) {
     const used = await usageFile.read().catch((error: Error) => {
+      if (error instanceof ProxyError) throw error;
       throw new ProxyError('ERR_LEDGER_UNREADABLE', `cannot read ${usageFile.file}: ${error.message}`, { cause: error });
     });
     registry.seedUsage(used);
@@ -379,7 +388,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
   let current = config;
   async function reload(): Promise<ControlResult<ReloadOutcome>> {
     // The one validation check-config and start run (loadCheckedConfig): a reload refuses what they refuse.
-    const loaded = await loadCheckedConfig(current.sourcePath, { env: options.env, cwd: options.cwd ?? '/', ...(options.hostInterfaces === undefined ? {} : { hostInterfaces: options.hostInterfaces }) });
+    const loaded = await loadCheckedConfig(current.sourcePath, { env: options.env, cwd: options.cwd, ...(options.hostInterfaces === undefined ? {} : { hostInterfaces: options.hostInterfaces }) });
     if (!loaded.ok) return { ok: false, status: 400, reason: 'config_invalid', issues: loaded.issues };
     const next = loaded.config;
     const nextIssues = checkConfigGrants(next.grants, options.env, self);
@@ -466,6 +475,7 @@ export async function startApp(config: Config, options: AppOptions): Promise<Slu
     ledger,
     registry,
     dedicated,
+    cwd: options.cwd,
     reload,
     log: runtime.log,
     ledgerFresh: () => freshness.isFresh(),

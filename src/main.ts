@@ -47,7 +47,8 @@ async function runStart(options: { config: string }): Promise<void> {
   const { ProxyError } = await import('./core/index.js');
   let app: SluiceApp;
   try {
-    app = await startApp(config, { env: process.env, cwd: process.cwd() });
+    // Windows has no uids (and stat reports 0 there).
+    app = await startApp(config, { env: process.env, cwd: process.cwd(), uid: process.geteuid?.() ?? 0 });
   } catch (error) {
     if (error instanceof ProxyError && error.code === 'ERR_CONFIG_INVALID') {
       process.stderr.write(`${options.config}: invalid\n${error.message.replace(/^/gm, '  ')}\n`);
@@ -183,7 +184,7 @@ async function runGrant(action: 'issue' | 'revoke' | 'list' | 'show' | 'rotate',
   let spec: object | undefined;
   if (action === 'issue') {
     try {
-      spec = parseGrantIssueOptions({ ...(options as GrantIssueFlags), json: options['spec'] as string | undefined });
+      spec = parseGrantIssueOptions({ ...(options as GrantIssueFlags), json: options['spec'] as string | undefined, cwd: process.cwd() });
     } catch (error) {
       process.stderr.write(`sluice grant issue: ${(error as Error).message}\n`);
       process.exitCode = 2;
@@ -264,12 +265,19 @@ interface RunFlags extends GrantIssueFlags {
   readonly write?: string[];
   readonly read?: string[];
   readonly env?: string[];
+  readonly unprotect?: string[];
 }
 
-/** Paths of a config that a sandbox must never see: the file itself, state, audit log, secrets. */
+/**
+ * Paths of a config that a sandbox must never see: the file itself, state, audit log, secrets, the
+ * admin socket's directory, and every listener's socket, those of grants issued at run time included
+ * (from the ledger, when the caller may read it).
+ */
 function configPaths(file: string, config: Config): string[] {
   const paths = [file, config.state, config.audit.file];
   if (config.admin.listen?.startsWith('unix:') === true) paths.push(path.dirname(config.admin.listen.slice('unix:'.length)));
+  for (const l of config.listeners) if (l.listen.startsWith('unix:')) paths.push(l.listen.slice('unix:'.length));
+  paths.push(...runtimeSocketPaths(config.state));
   const route = config.route as { proxy?: { credentialsFile?: string } | { credentialsFile?: string }[]; pac?: { file?: string; credentialsFile?: string } };
   // route.proxy is one proxy or a list (failover): every entry's credentials stay hidden.
   const proxies = route.proxy === undefined ? [] : Array.isArray(route.proxy) ? route.proxy : [route.proxy];
@@ -277,10 +285,21 @@ function configPaths(file: string, config: Config): string[] {
   return paths.filter((p) => path.isAbsolute(p));
 }
 
+/** The `unix:` listen paths of the grants issued at run time, as the ledger file holds them (absolute). */
+function runtimeSocketPaths(state: string): string[] {
+  try {
+    const ledger = JSON.parse(fs.readFileSync(path.join(state, 'ledger.json'), 'utf8')) as { runtime?: { spec?: { listen?: unknown } }[] };
+    return (ledger.runtime ?? []).flatMap((r) => (typeof r.spec?.listen === 'string' && r.spec.listen.startsWith('unix:/') ? [r.spec.listen.slice('unix:'.length)] : []));
+  } catch {
+    return []; // no ledger, another user's (0600), or the Redis store: /proc/net/unix and the walk still find them
+  }
+}
+
 /**
- * What the sandbox must not see of Sluice: the --config given, and every running Sluice's config that
- * lies under a tree the sandbox will see (found in /proc), with the files each names. Parsing a config
- * costs a config-module load, so only those that could be seen are parsed.
+ * What the sandbox must not see of Sluice: the --config given, and every running Sluice's config
+ * (found in /proc), with the files each names, resolved against that Sluice's working directory,
+ * wherever its config lies (review security-2026-12-04, finding 5: `cd ~/proj && sluice start --config
+ * ~/.config/sluice.yaml` keeps ./state and the audit file in the project).
  */
 async function hiddenSluicePaths(options: RunFlags): Promise<string[]> {
   const { findRunningConfigs } = await import('./cli/index.js');
@@ -292,8 +311,7 @@ async function hiddenSluicePaths(options: RunFlags): Promise<string[]> {
     }
   };
   const trees = [...((options.write ?? []).length > 0 ? (options.write ?? []) : [process.cwd()]), ...(options.read ?? [])].map(real);
-  const isSeen = (file: string): boolean => trees.some((t) => t === '/' || real(file) === t || real(file).startsWith(`${t}/`));
-  const configs = findRunningConfigs('/proc', trees).filter((c) => isSeen(c.file));
+  const configs = findRunningConfigs('/proc', trees);
   if (options.config !== undefined) configs.push({ file: path.resolve(options.config), cwd: process.cwd() });
   const hidden: string[] = [];
   if (configs.length === 0) return hidden;
@@ -342,6 +360,7 @@ async function runRun(command: string[], options: RunFlags): Promise<void> {
       node: process.execPath,
       initScript: fileURLToPath(new URL('./sandbox-init.js', import.meta.url)),
       arch: process.arch,
+      unprotect: (options.unprotect ?? []).map((p) => path.resolve(p)),
     },
     { stderr: (s) => void process.stderr.write(s), onSignal },
   );
@@ -362,6 +381,7 @@ grantSpecOptions(
   .option('--write <dir>', 'a writable directory (repeatable); default: the working directory', collect)
   .option('--read <path>', 'a read-only file or directory (repeatable)', collect)
   .option('--env <name[=value]>', 'pass a variable from the environment, or set one (repeatable)', collect)
+  .option('--unprotect <path>', 'let the command write a protected name of a writable tree (.git/config, .envrc, .vscode, …; repeatable)', collect)
   .option('--port <port>', 'bridge port on the sandbox loopback', parsePort, 3128)
   .argument('<command...>', 'the command and its arguments (after --)')
   .action(runRun);

@@ -3,7 +3,8 @@
 // the proxy variables naming the bridge and exits with its status. It holds no authority of its own:
 // the principal is whichever grant's socket was bound in. It imports nothing from src/, so that it
 // starts in one Node boot and never loads the proxy (a short command's start-up is this plus bwrap).
-// Usage (argv from src/cli/sandbox-plan.ts): init.mjs PORT GRANT_SOCKET HANDSHAKE_FD COMMAND...
+// Usage (argv from src/cli/sandbox-plan.ts): init.mjs PORT GRANT_SOCKET HANDSHAKE_FD EXPECTATIONS COMMAND...
+// EXPECTATIONS: JSON [[path, "=dev:ino" | "!dev:ino"], …], what each planned mount must show here.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -31,6 +32,49 @@ function confinementGap(): string | null {
   return null;
 }
 
+/** O_CLOEXEC in /proc/self/fdinfo's octal flags (asm-generic/fcntl.h). Mirrors src/cli/descriptors.ts: nothing of src/ is in here. */
+const O_CLOEXEC = 0o2000000;
+
+/**
+ * Descriptors at or above 3 that exec(2) would hand the command (review security-2026-12-04, finding
+ * 1): whatever bwrap and sluice run passed on, the opened trees among them. Node's own are close-on-exec.
+ */
+function inheritable(): number[] {
+  const found: number[] = [];
+  for (const name of fs.readdirSync('/proc/self/fd')) {
+    const fd = Number(name);
+    if (fd < 3) continue;
+    try {
+      const flags = /^flags:\s*([0-7]+)/m.exec(fs.readFileSync(`/proc/self/fdinfo/${fd}`, 'latin1'))?.[1];
+      if (flags !== undefined && (parseInt(flags, 8) & O_CLOEXEC) === 0) found.push(fd);
+    } catch {
+      // the listing's own descriptor, closed by now
+    }
+  }
+  return found;
+}
+
+/**
+ * Why the view is not the one `sluice run` checked, or null (finding 4): a tree or a protected path
+ * swapped for a symlink before bwrap mounted it lands somewhere else, and the path shows another inode.
+ */
+function mountGap(expectations: readonly (readonly [string, string])[]): string | null {
+  for (const [file, expect] of expectations) {
+    let identity: string;
+    let real: string;
+    try {
+      const stat = fs.lstatSync(file, { bigint: true });
+      identity = `${stat.dev}:${stat.ino}`;
+      real = fs.realpathSync(file);
+    } catch {
+      return `${file} is missing inside the sandbox`;
+    }
+    const isSame = identity === expect.slice(1);
+    if (real !== file || (expect.startsWith('=') ? !isSame : isSame)) return `${file} moved or changed between the plan and the mount; not mounting what was not checked`;
+  }
+  return null;
+}
+
 function relay(client: net.Socket, grantSocket: string): void {
   client.pause();
   const upstream = net.connect({ path: grantSocket, allowHalfOpen: true });
@@ -50,11 +94,13 @@ function relay(client: net.Socket, grantSocket: string): void {
 }
 
 function main(argv: readonly string[]): void {
-  const [portText, grantSocket, handshakeFdText, file, ...args] = argv;
+  const [portText, grantSocket, handshakeFdText, expectText, file, ...args] = argv;
   const port = Number(portText);
   const handshakeFd = Number(handshakeFdText);
-  if (grantSocket === undefined || file === undefined || !Number.isInteger(port) || !Number.isInteger(handshakeFd)) fail('bad arguments to the sandbox init');
-  const gap = confinementGap();
+  if (grantSocket === undefined || expectText === undefined || file === undefined || !Number.isInteger(port) || !Number.isInteger(handshakeFd)) fail('bad arguments to the sandbox init');
+  // First, before anything else can use them: only the handshake stays, and it closes before the command.
+  for (const fd of inheritable()) if (fd !== handshakeFd) fs.closeSync(fd);
+  const gap = confinementGap() ?? mountGap(JSON.parse(expectText) as [string, string][]);
   if (gap !== null) fail(gap);
   const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (client) => relay(client, grantSocket));
   server.once('error', (error: NodeJS.ErrnoException) => fail(`cannot open the bridge on 127.0.0.1:${port}: ${error.code ?? error.message}`));
@@ -89,6 +135,8 @@ function runCommand(file: string, args: readonly string[], port: number): void {
   // NO_PROXY (the sandbox's own loopback) comes from sluice run's allow-listed environment, as is.
   const env: Record<string, string | undefined> = { ...process.env };
   for (const name of ['http_proxy', 'https_proxy', 'all_proxy']) env[name] = env[name.toUpperCase()] = proxy;
+  const left = inheritable();
+  if (left.length > 0) fail(`descriptors ${left.join(', ')} would reach the command`);
   const child = spawn(file, args, { stdio: 'inherit', env });
   child.once('error', (error: NodeJS.ErrnoException) => {
     process.stderr.write(`sluice run: ${file}: ${error.code === 'ENOENT' ? 'command not found' : error.message}\n`);

@@ -1,5 +1,6 @@
 // The `sluice grant` command: a client of the admin API that prints its answers; never stores or logs a token, and reads no environment (main.ts passes it in).
 import http from 'node:http';
+import path from 'node:path';
 import type { ControlIssue, GrantView } from '../core/index.js';
 
 export interface GrantCommandArgs {
@@ -33,6 +34,8 @@ export interface GrantIssueFlags {
   readonly listen?: string | undefined;
   /** A raw JSON spec; the other flags override its fields. */
   readonly json?: string | undefined;
+  /** The CLI's working directory: a relative `unix:` listen means a path in it, not in Sluice's. */
+  readonly cwd?: string | undefined;
 }
 
 const TIMEOUT_MS = 15_000;
@@ -177,11 +180,22 @@ export function parseGrantIssueOptions(opts: GrantIssueFlags): Record<string, un
   if (opts.allowAddress !== undefined && opts.allowAddress.length > 0) spec['allowAddresses'] = [...opts.allowAddress];
   if (opts.generation !== undefined) spec['generation'] = opts.generation;
   if (opts.listen !== undefined) spec['listen'] = opts.listen;
+  if (typeof spec['listen'] === 'string' && opts.cwd !== undefined) spec['listen'] = absoluteUnixListen(spec['listen'], opts.cwd);
   if (opts.expiresAt !== undefined) limits['expiresAt'] = opts.expiresAt;
   if (opts.maxConcurrent !== undefined) limits['maxConcurrent'] = parsePositiveInteger('--max-concurrent', opts.maxConcurrent);
   if (opts.maxBytes !== undefined) limits['maxBytes'] = parsePositiveInteger('--max-bytes', opts.maxBytes);
   if (Object.keys(limits).length > 0 || spec['limits'] !== undefined) spec['limits'] = limits;
   return spec;
+}
+
+/**
+ * `unix:REL` as `unix:CWD/REL`, anything else as given. Joined, not normalized, so that what the admin
+ * API refuses (`unix:`, `unix:dir/`, `unix:.`) is still refused by name; the server resolves the rest.
+ */
+function absoluteUnixListen(listen: string, cwd: string): string {
+  const file = listen.slice('unix:'.length);
+  if (!listen.startsWith('unix:') || file.trim() === '' || path.isAbsolute(file)) return listen;
+  return `unix:${cwd.endsWith('/') ? cwd : `${cwd}/`}${file}`;
 }
 
 function parseJsonSpec(text: string): Record<string, unknown> {

@@ -6,7 +6,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Duplex, Writable } from 'node:stream';
-import { HANDSHAKE_FD, SECCOMP_FD, planSandbox, type SandboxSpec } from './sandbox-plan.js';
+import { removePlaceholders } from './caller-tree.js';
+import { closeInheritedDescriptors, stdioRefusal } from './descriptors.js';
+import { HANDSHAKE_FD, SECCOMP_FD, TREE_FD_BASE, planSandbox, type SandboxPlan, type SandboxSpec } from './sandbox-plan.js';
 import { buildSeccompFilter, isSeccompArchSupported } from './seccomp-filter.js';
 import { beginRunGrant, type RunGrant, type RunGrantRequest, type RunGrantResult } from './run-grant.js';
 
@@ -14,7 +16,7 @@ export const EXIT_CONFINEMENT_FAILED = 125;
 const SIGNAL_NUMBERS: Readonly<Record<string, number>> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 };
 
 /** What `sluice run` was asked for; the plan's own fields keep their meaning (sandbox-plan.ts). */
-export interface RunOptions extends Pick<SandboxSpec, 'port' | 'command' | 'cwd' | 'home' | 'envFlags' | 'callerEnv' | 'hidden' | 'node' | 'initScript'> {
+export interface RunOptions extends Pick<SandboxSpec, 'port' | 'command' | 'cwd' | 'home' | 'envFlags' | 'callerEnv' | 'hidden' | 'node' | 'initScript' | 'unprotect'> {
   /** A grant socket the supervisor issued; absent when `grant` asks for a run-owned grant. */
   readonly grantSocket?: string | undefined;
   readonly grant?: RunGrantRequest | undefined;
@@ -45,6 +47,11 @@ export async function runConfined(options: RunOptions, io: RunIo): Promise<numbe
     return EXIT_CONFINEMENT_FAILED;
   };
   if (!isSeccompArchSupported(options.arch)) return refuse(`no seccomp filter for architecture ${options.arch}`);
+  // Start from nothing: what the caller's process held is not the command's (finding 1 of the review).
+  const left = closeInheritedDescriptors();
+  if (left.length > 0) return refuse(`cannot close inherited descriptors ${left.join(', ')}`);
+  const stdio = stdioRefusal();
+  if (stdio !== null) return refuse(stdio);
   const state: SandboxState = { signal: null, cancel: null };
   io.onSignal((signal) => {
     state.signal ??= signal;
@@ -64,11 +71,19 @@ export async function runConfined(options: RunOptions, io: RunIo): Promise<numbe
       await issued;
       return refuse(planned.message);
     }
-    const sandbox = startSandbox(options.bwrap ?? 'bwrap', planned.plan.args, planned.plan.env, buildSeccompFilter(options.arch), state);
-    const result = await issued;
-    if (result?.ok === false) sandbox.cancel();
-    else sandbox.go();
-    const outcome = await sandbox.outcome;
+    let outcome: SandboxOutcome;
+    let result: RunGrantResult | null;
+    try {
+      const sandbox = startSandbox(options.bwrap ?? 'bwrap', planned.plan, buildSeccompFilter(options.arch), state);
+      result = await issued;
+      if (result?.ok === false) sandbox.cancel();
+      else sandbox.go();
+      outcome = await sandbox.outcome;
+    } finally {
+      for (const fd of planned.plan.fds) fs.closeSync(fd);
+      // The sandbox is gone (its PID namespace with it): nothing inside can race the removal.
+      removePlaceholders(planned.plan.protections);
+    }
     if (state.signal !== null) return 128 + (SIGNAL_NUMBERS[state.signal] ?? 0);
     if (result?.ok === false) return refuse(result.message);
     if (outcome.error !== null) return refuse(outcome.error);
@@ -105,11 +120,12 @@ interface Sandbox {
   readonly outcome: Promise<SandboxOutcome>;
 }
 
-function startSandbox(bwrap: string, args: readonly string[], env: Record<string, string>, filter: Buffer, state: SandboxState): Sandbox {
-  const stdio: ('inherit' | 'pipe')[] = ['inherit', 'inherit', 'inherit'];
+function startSandbox(bwrap: string, plan: SandboxPlan, filter: Buffer, state: SandboxState): Sandbox {
+  const stdio: ('inherit' | 'pipe' | number)[] = ['inherit', 'inherit', 'inherit'];
   stdio[SECCOMP_FD] = 'pipe';
   stdio[HANDSHAKE_FD] = 'pipe';
-  const child = spawn(bwrap, args, { stdio, env });
+  plan.fds.forEach((fd, i) => (stdio[TREE_FD_BASE + i] = fd));
+  const child = spawn(bwrap, plan.args, { stdio, env: plan.env });
   const handshake = child.stdio[HANDSHAKE_FD] as Duplex | null;
   let isReady = false;
   handshake?.once('data', () => (isReady = true));
@@ -131,21 +147,43 @@ function startSandbox(bwrap: string, args: readonly string[], env: Record<string
 }
 
 /**
- * Paths of the Unix sockets bound in this network namespace (/proc/net/unix, proc(5)): Sluice's admin
- * socket and every grant's socket among them, which the plan masks wherever the sandbox could see them.
+ * Paths of the Unix sockets bound in every network namespace a process here lives in (/proc/net/unix
+ * lists only its reader's namespace, proc(5)): Sluice's admin socket and every grant's socket among
+ * them, which the plan masks wherever the sandbox could see them. A socket bound by a relative path
+ * (listed so) cannot be placed from here: the walk of the shown trees finds it (tree-scan.ts).
  */
-export function listUnixSockets(table = '/proc/net/unix'): string[] {
+export function listUnixSockets(proc = '/proc'): string[] {
+  const tables = new Map<string, string>([['self', `${proc}/net/unix`]]);
+  let pids: string[] = [];
+  try {
+    pids = fs.readdirSync(proc).filter((name) => /^\d+$/.test(name));
+  } catch {
+    pids = [];
+  }
+  for (const pid of pids) {
+    try {
+      const ns = fs.readlinkSync(`${proc}/${pid}/ns/net`);
+      if (!tables.has(ns)) tables.set(ns, `${proc}/${pid}/net/unix`);
+    } catch {
+      // another user's process, or gone
+    }
+  }
+  const paths = new Set<string>();
+  for (const table of tables.values()) for (const file of socketPathsIn(table)) paths.add(file);
+  return [...paths];
+}
+
+function socketPathsIn(table: string): string[] {
   let text: string;
   try {
     text = fs.readFileSync(table, 'utf8');
   } catch {
     return [];
   }
-  const paths = new Set<string>();
+  const paths: string[] = [];
   for (const line of text.split('\n').slice(1)) {
-    const fields = line.trim().split(/\s+/);
-    const file = fields.slice(7).join(' ');
-    if (file.startsWith('/')) paths.add(path.normalize(file));
+    const file = line.trim().split(/\s+/).slice(7).join(' ');
+    if (file.startsWith('/')) paths.push(path.normalize(file));
   }
-  return [...paths];
+  return paths;
 }

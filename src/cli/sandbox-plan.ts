@@ -3,6 +3,9 @@
 // realpath); never starts anything. The view is an allow-list: what is not named here is absent.
 import fs from 'node:fs';
 import path from 'node:path';
+import { createPlaceholders, planProtections, type Protection } from './caller-tree.js';
+import { identityOf, openTree } from './open-tree.js';
+import { SCAN_BUDGET_ENTRIES, scanTrees } from './tree-scan.js';
 
 /** Where the sandbox finds its own parts. Fixed paths, so nothing inside depends on host layout. */
 export const SANDBOX_DIR = '/run/sluice';
@@ -62,12 +65,20 @@ export interface SandboxSpec {
   readonly callerEnv: Readonly<Record<string, string | undefined>>;
   readonly node: string;
   readonly initScript: string;
+  /** `--unprotect`: protected names (caller-tree.ts) the caller lets the command write, with what lies below. */
+  readonly unprotect?: readonly string[] | undefined;
+  /** Entries the walk of the shown trees may visit (tree-scan.ts); tests lower it. */
+  readonly scanBudget?: number | undefined;
 }
 
 export interface SandboxPlan {
   /** bwrap's arguments, ending with the init script and the command. Seccomp filter on fd 3; handshake on fd 4. */
   readonly args: readonly string[];
   readonly env: Readonly<Record<string, string>>;
+  /** Opened trees the child gets at TREE_FD_BASE, TREE_FD_BASE + 1, … (bound as /proc/self/fd/N). */
+  readonly fds: readonly number[];
+  /** What the run protects in its writable trees; the placeholders among them go after the run. */
+  readonly protections: readonly Protection[];
 }
 
 export type PlanResult = { readonly ok: true; readonly plan: SandboxPlan } | { readonly ok: false; readonly message: string };
@@ -76,12 +87,20 @@ export type PlanResult = { readonly ok: true; readonly plan: SandboxPlan } | { r
 interface MountStep {
   readonly dest: string;
   readonly args: readonly string[];
+  /** What the init must find at `dest` once mounted: `=dev:ino` that inode, `!dev:ino` anything else. */
+  readonly expect?: string | undefined;
 }
 
 export const SECCOMP_FD = 3;
 /** The init writes "ready" here once confined; `sluice run` answers "go" once the grant is in place. */
 export const HANDSHAKE_FD = 4;
+/** The first descriptor number of the opened trees in bwrap (the init closes them all first thing). */
+export const TREE_FD_BASE = 5;
 
+/**
+ * The plan. Opens the trees it shows (the caller closes `plan.fds`) and creates the empty placeholders
+ * of missing protected names (the caller removes them after the run: removePlaceholders).
+ */
 export function planSandbox(spec: SandboxSpec): PlanResult {
   const env = sandboxEnv(spec);
   if (!env.ok) return env;
@@ -93,7 +112,47 @@ export function planSandbox(spec: SandboxSpec): PlanResult {
     if (!isDirectory(dir)) return { ok: false, message: `--write ${dir}: not a directory` };
   }
   for (const file of readable) if (!fs.existsSync(file)) return { ok: false, message: `--read ${file}: no such file or directory` };
+  const ownSocket = realOrSelf(spec.grantSocket);
+  for (const hidden of spec.hidden.map(realOrSelf).filter((h) => h !== ownSocket)) {
+    const holder = writable.find((dir) => isWithin(hidden, dir));
+    if (holder !== undefined && lstat(hidden) !== null) {
+      return { ok: false, message: `refusing to make ${holder} writable: it holds ${hidden}, which is a running Sluice's (state, config, audit file, secret or sockets) and the command could rewrite or move it; pass --write a directory that does not hold it` };
+    }
+  }
+  const fds: number[] = [];
+  const close = (): void => fds.forEach((fd) => fs.closeSync(fd));
+  const opened = openTrees([...readable.map((p) => ({ p, flag: '--read', isWritable: false })), ...writable.map((p) => ({ p, flag: '--write', isWritable: true }))], fds);
+  if (!opened.ok) {
+    close();
+    return opened;
+  }
+  const rest = planView(spec, env.env, writable, readable, home, opened.steps, fds);
+  if (!rest.ok) close();
+  return rest;
+}
 
+interface TreeRequest {
+  readonly p: string;
+  readonly flag: string;
+  readonly isWritable: boolean;
+}
+
+/** Opens each tree once and binds its descriptor (a tree inside a writable one is already there). */
+function openTrees(requests: readonly TreeRequest[], fds: number[]): { readonly ok: true; readonly steps: MountStep[] } | { readonly ok: false; readonly message: string } {
+  const steps: MountStep[] = [];
+  const writableRoots = requests.filter((r) => r.isWritable).map((r) => r.p);
+  for (const { p, flag, isWritable } of requests) {
+    if (isWritable && writableRoots.some((root) => root !== p && isWithin(p, root))) continue;
+    const result = openTree(p, flag);
+    if (!result.ok) return result;
+    fds.push(result.tree.fd);
+    const source = `/proc/self/fd/${TREE_FD_BASE + fds.length - 1}`;
+    steps.push({ dest: p, args: [isWritable ? '--bind' : '--ro-bind', source, p], expect: `=${result.tree.identity}` });
+  }
+  return { ok: true, steps };
+}
+
+function planView(spec: SandboxSpec, env: Record<string, string>, writable: readonly string[], readable: readonly string[], home: string, treeSteps: readonly MountStep[], fds: readonly number[]): PlanResult {
   const steps: MountStep[] = [];
   const visible: string[] = [];
   for (const tree of SYSTEM_TREES) {
@@ -117,23 +176,31 @@ export function planSandbox(spec: SandboxSpec): PlanResult {
   }
   steps.push({ dest: '/tmp', args: ['--tmpfs', '/tmp'] });
   if (home !== '/' && !writable.some((dir) => isWithin(home, dir))) steps.push({ dest: home, args: ['--tmpfs', home] });
-  for (const file of readable) {
-    steps.push({ dest: file, args: ['--ro-bind', file, file] });
-    visible.push(file);
+  steps.push(...treeSteps);
+  visible.push(...readable, ...writable);
+  const userTrees = [...readable, ...writable].filter(isDirectory);
+  const scan = scanTrees(userTrees, spec.scanBudget ?? SCAN_BUDGET_ENTRIES, spec.hidden.map(realOrSelf));
+  if (scan.isTruncated) {
+    return { ok: false, message: `refusing to run: ${userTrees.join(', ')} hold more entries than sluice run checks for sockets and git directories (${spec.scanBudget ?? SCAN_BUDGET_ENTRIES}); pass a narrower --write or --read` };
   }
-  for (const dir of writable) {
-    steps.push({ dest: dir, args: ['--bind', dir, dir] });
-    visible.push(dir);
-  }
-  const masks = planMasks(spec, visible);
+  const masks = planMasks(spec, visible, scan.sockets);
   if (!masks.ok) return masks;
   steps.push(...masks.steps);
+  const protect = planProtections(writable, scan, (spec.unprotect ?? []).map((p) => path.resolve(spec.cwd, p)));
+  if (!protect.ok) return protect;
+  const protections = createPlaceholders(protect.protections.filter((p) => !masks.steps.some((m) => isWithin(p.path, m.dest))));
+  for (const p of protections) {
+    const identity = identityOf(p.path);
+    if (identity !== null) steps.push({ dest: p.path, args: [p.mode === 'pin' ? '--bind' : '--ro-bind', p.path, p.path], expect: `=${identity}` });
+  }
+  // Parents first; at one depth a git directory's pin before what is bound inside it.
   steps.sort((a, b) => depth(a.dest) - depth(b.dest));
 
   const insideSocket = spec.isGrantDirBound === true ? `${SANDBOX_GRANT_DIR}/${path.basename(spec.grantSocket)}` : SANDBOX_GRANT_SOCKET;
   const grantMount = spec.isGrantDirBound === true ? ['--ro-bind', path.dirname(spec.grantSocket), SANDBOX_GRANT_DIR] : ['--ro-bind', spec.grantSocket, SANDBOX_GRANT_SOCKET];
   const cwd = realOrSelf(spec.cwd);
   const chdir = visible.some((root) => isWithin(cwd, root)) && !masks.steps.some((m) => isWithin(cwd, m.dest)) ? cwd : (writable[0] ?? home);
+  const expectations = steps.flatMap((s) => (s.expect === undefined ? [] : [[s.dest, s.expect]]));
   const args = [
     '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--unshare-cgroup-try',
     // No user namespaces inside (no nested ones to escalate in); no capabilities even in our own namespace.
@@ -145,9 +212,9 @@ export function planSandbox(spec: SandboxSpec): PlanResult {
     '--ro-bind', spec.initScript, SANDBOX_INIT,
     '--chdir', chdir,
     '--seccomp', String(SECCOMP_FD),
-    '--', node, SANDBOX_INIT, String(spec.port), insideSocket, String(HANDSHAKE_FD), ...spec.command,
+    '--', node, SANDBOX_INIT, String(spec.port), insideSocket, String(HANDSHAKE_FD), JSON.stringify(expectations), ...spec.command,
   ];
-  return { ok: true, plan: { args, env: env.env } };
+  return { ok: true, plan: { args, env, fds, protections } };
 }
 
 type MaskResult = { readonly ok: true; readonly steps: readonly MountStep[] } | { readonly ok: false; readonly message: string };
@@ -156,9 +223,12 @@ type MaskResult = { readonly ok: true; readonly steps: readonly MountStep[] } | 
  * Sluice's own files and every live Unix socket under a visible tree are covered. A socket's whole
  * directory is covered (a state directory holds the admin socket, the ledger and other grants'
  * sockets, and new ones appear there later), unless that directory is itself a tree the caller named.
+ * `scanned`: the socket files the walk found in the caller's trees, each covered where it is (a server
+ * in another network namespace, or bound by a relative path, is missing from /proc/net/unix).
  */
-function planMasks(spec: SandboxSpec, visible: readonly string[]): MaskResult {
+function planMasks(spec: SandboxSpec, visible: readonly string[], scanned: readonly string[]): MaskResult {
   const masked = new Map<string, MountStep>();
+  const devNull = identityOf('/dev/null');
   const mask = (target: string): string | null => {
     const real = realOrSelf(target);
     const stat = lstat(real);
@@ -166,10 +236,15 @@ function planMasks(spec: SandboxSpec, visible: readonly string[]): MaskResult {
     const exposed = visible.find((root) => isWithin(root, real));
     if (exposed !== undefined) return `refusing to show ${exposed}: it is or holds ${real}, which the command must not see (Sluice's state, config or sockets)`;
     if (!visible.some((root) => isWithin(real, root))) return null;
-    if (stat.isDirectory()) masked.set(real, { dest: real, args: ['--tmpfs', real, '--remount-ro', real] });
-    else masked.set(real, { dest: real, args: ['--ro-bind', '/dev/null', real] });
+    const identity = identityOf(real) ?? '';
+    if (stat.isDirectory()) masked.set(real, { dest: real, args: ['--tmpfs', real, '--remount-ro', real], expect: `!${identity}` });
+    else masked.set(real, { dest: real, args: ['--ro-bind', '/dev/null', real], expect: devNull === null ? `!${identity}` : `=${devNull}` });
     return null;
   };
+  for (const socket of scanned) {
+    const refused = mask(socket);
+    if (refused !== null) return { ok: false, message: refused };
+  }
   for (const target of spec.hidden) {
     const refused = mask(target);
     if (refused !== null) return { ok: false, message: refused };

@@ -1,12 +1,23 @@
 // Reads a listen address (`host:port`, `[v6]:port`, `unix:/path`) without touching the network: is it a
 // Unix socket, and is a TCP one loopback-only? Pure; shared by the config checks and the admin API.
 import net from 'node:net';
+import path from 'node:path';
 
 const LOOPBACK_V6 = new net.BlockList();
 LOOPBACK_V6.addAddress('::1', 'ipv6');
 
 export function isUnixListen(listen: string): boolean {
   return listen.startsWith('unix:');
+}
+
+/**
+ * A `unix:` address with its path resolved against `cwd` (Sluice's working directory), any other as
+ * given. A relative socket path is bound relative, and /proc/net/unix then lists it relative, where
+ * `sluice run`'s socket mask never sees it (issue 23, finding 3 of the second security review): every
+ * unix: listen is resolved where it is accepted, config and admin API alike, and stored so.
+ */
+export function resolveListen(listen: string, cwd: string): string {
+  return isUnixListen(listen) ? `unix:${path.resolve(cwd, listen.slice('unix:'.length))}` : listen;
 }
 
 /** The host part of `host:port` or `[v6]:port`, brackets removed. */

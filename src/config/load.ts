@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { isLoopbackTcpListen, isUnixListen, NON_LOOPBACK_DEDICATED_MESSAGE } from './listen-address.js';
+import { isLoopbackTcpListen, isUnixListen, NON_LOOPBACK_DEDICATED_MESSAGE, resolveListen } from './listen-address.js';
 import { knownKeysAt, unknownKeyMessage } from './unknown-key.js';
 import { configSchema, grantSchema, listenerSchema, type ConfigFile, type GrantSection, type ListenerSection, type ProxyRouteEntry } from './schema.js';
 
@@ -231,10 +231,6 @@ function adminExposure(admin: ConfigFile['admin']): ConfigIssue[] {
       message: `${admin.listen} is TCP: set admin.tokenSha256 or admin.tokenEnv (a TCP admin listener requires a bearer token), or use unix:/path`,
     },
   ];
-}
-
-function resolveListen(listen: string, cwd: string): string {
-  return listen.startsWith('unix:') ? `unix:${path.resolve(cwd, listen.slice(5))}` : listen;
 }
 
 const resolveFile = (p: string | undefined, cwd: string): string | undefined => (p === undefined ? undefined : path.resolve(cwd, p));

@@ -3,7 +3,7 @@
 // returned once, by issue or rotate, and is in no view, log line or state file. Each change is logged
 // at info by grant id.
 import { ProxyError, type ControlIssue, type ControlResult, type GrantView, type ProxyControl, type ReloadOutcome } from '../core/index.js';
-import { formatKeyPath, grantSpecSchema, type GrantSpec } from '../config/index.js';
+import { formatKeyPath, grantSpecSchema, resolveListen, type GrantSpec } from '../config/index.js';
 import type { GrantRecord, Ledger } from '../ledger/index.js';
 import type { OperationalLog } from '../audit/index.js';
 import type { DedicatedListeners } from './dedicated-listeners.js';
@@ -13,6 +13,8 @@ export interface ControlDeps {
   readonly ledger: Ledger;
   readonly registry: GrantRegistry;
   readonly dedicated: DedicatedListeners;
+  /** Sluice's working directory: a relative `"listen": "unix:…"` resolves against it, as config's do. */
+  readonly cwd: string;
   readonly reload: () => Promise<ControlResult<ReloadOutcome>>;
   readonly readiness: () => { readonly ready: boolean; readonly detail: string };
   /** False while a shared ledger store is out of reach for longer than ledger.maxStaleMs. */
@@ -95,7 +97,9 @@ export function createControl(deps: ControlDeps): ProxyControl {
   async function issueGrant(body: unknown): Promise<ControlResult<{ id: string; token: string; grant: GrantView }>> {
     const parsed = grantSpecSchema.safeParse(body);
     if (!parsed.success) return fail(400, 'grant_invalid', parsed.error.issues.map((i) => ({ path: formatKeyPath(i.path), message: i.message })));
-    const spec: GrantSpec = parsed.data;
+    // Resolved before the in-use check, the bind and the ledger: a relative socket is never bound
+    // (issue 23, finding 3 of the second security review).
+    const spec: GrantSpec = parsed.data.listen === undefined ? parsed.data : { ...parsed.data, listen: resolveListen(parsed.data.listen, deps.cwd) };
     const probe = registry.compile({ id: 'probe', spec, revoked: false, tokenSha256: null }, '');
     if (!probe.ok) return fail(400, 'grant_invalid', probe.issues);
     if (spec.listen !== undefined && dedicated.isInUse(spec.listen)) return fail(409, 'listen_in_use', [{ path: 'listen', message: `${spec.listen} is already a dedicated listener` }]);

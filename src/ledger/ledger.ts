@@ -5,7 +5,7 @@
 // docs/decisions/0008-ledger-persistence.md).
 import { createHash, randomBytes } from 'node:crypto';
 import { ProxyError } from '../core/index.js';
-import type { GrantSection, GrantSpec } from '../config/index.js';
+import { resolveListen, type GrantSection, type GrantSpec } from '../config/index.js';
 import type { LedgerChange, LedgerSnapshot, SharedLedgerStore } from './shared-store.js';
 import type { LedgerStore } from './store.js';
 
@@ -81,22 +81,26 @@ export class Ledger {
     private readonly store: LedgerStore,
     private readonly now: () => Date,
     private readonly shared: SharedLedgerStore | null,
+    private readonly cwd: string | null,
   ) {}
 
   /**
    * Opens the ledger from the state directory and, with a shared store, from the store: the state file
    * then keeps this instance's tombstones, so a revoked grant never comes back even if the store
-   * comes back empty (docs/fleet.md).
+   * comes back empty (docs/fleet.md). `cwd` is Sluice's working directory: a run-time grant's relative
+   * `unix:` listen, as versions before issue 23 stored it, resolves against it when loaded.
    */
-  static async open(store: LedgerStore, now: () => Date = () => new Date(), shared: SharedLedgerStore | null = null): Promise<Ledger> {
-    const ledger = new Ledger(store, now, shared);
+  static async open(store: LedgerStore, now: () => Date = () => new Date(), shared: SharedLedgerStore | null = null, cwd: string | null = null): Promise<Ledger> {
+    const ledger = new Ledger(store, now, shared, cwd);
     let state: unknown;
     try {
       state = await store.read();
     } catch (error) {
+      if (error instanceof ProxyError) throw error;
       throw new ProxyError('ERR_LEDGER_UNREADABLE', `cannot read ${store.file}: ${(error as Error).message}`, { cause: error });
     }
-    if (state !== null) ledger.restore(state);
+    // Written back at once: the file then holds only absolute socket paths.
+    if (state !== null && ledger.restore(state) && shared === null) await ledger.persist();
     if (shared !== null) {
       // Run-time grants live in the shared store; the file's only authority is its tombstones.
       for (const [id, record] of ledger.records) if (record.source === 'runtime') ledger.records.delete(id);
@@ -109,16 +113,33 @@ export class Ledger {
     return this.shared !== null;
   }
 
-  private restore(state: unknown): void {
+  /** True when a record's listen had to be resolved (the file is then stale). */
+  private restore(state: unknown): boolean {
     const s = state as Partial<PersistedState>;
     if (s.v !== 1 || !Array.isArray(s.runtime) || !Array.isArray(s.revoked)) {
       throw new ProxyError('ERR_LEDGER_UNREADABLE', `${this.store.file} is not a version 1 ledger`);
     }
     for (const r of s.revoked) this.revoked.set(r.id, r.at);
-    for (const record of s.runtime) {
+    let resolved = false;
+    for (const stored of s.runtime) {
+      const record = this.withAbsoluteListen(stored);
+      resolved ||= record !== stored;
       const revokedAt = this.revoked.get(record.id) ?? record.revokedAt ?? null;
       this.records.set(record.id, { ...record, source: 'runtime', revokedAt });
     }
+    return resolved;
+  }
+
+  /**
+   * A record from the file or the shared store, with a relative `unix:` listen resolved against Sluice's
+   * working directory: bound relative, /proc/net/unix would list it relative, where `sluice run`'s socket
+   * mask never sees it (issue 23, finding 3 of the second security review).
+   */
+  private withAbsoluteListen(record: GrantRecord): GrantRecord {
+    const listen = record.spec.listen;
+    if (this.cwd === null || listen === undefined) return record;
+    const resolved = resolveListen(listen, this.cwd);
+    return resolved === listen ? record : { ...record, spec: { ...record.spec, listen: resolved } };
   }
 
   private persist(): Promise<void> {
@@ -283,8 +304,9 @@ export class Ledger {
       this.revision = change.revision;
       if (change.kind === 'issued') {
         if (this.records.has(change.record.id) || this.revoked.has(change.record.id)) continue;
-        this.records.set(change.record.id, change.record);
-        this.emitRemote({ kind: 'issued', record: change.record });
+        const record = this.withAbsoluteListen(change.record);
+        this.records.set(record.id, record);
+        this.emitRemote({ kind: 'issued', record });
       } else if (change.kind === 'revoked') touched = this.learnRevoked(change.id, change.at) || touched;
       else if (change.kind === 'rotated') this.learnRotated(change.record);
       else {
@@ -304,7 +326,7 @@ export class Ledger {
   private learnRotated(record: GrantRecord): void {
     const local = this.records.get(record.id);
     if (local?.source !== 'runtime' || local.tokenSha256 === record.tokenSha256) return;
-    const learned = { ...record, revokedAt: local.revokedAt };
+    const learned = { ...this.withAbsoluteListen(record), revokedAt: local.revokedAt };
     this.records.set(record.id, learned);
     for (const listener of this.rotatedListeners) listener(learned);
   }
@@ -331,7 +353,8 @@ export class Ledger {
       this.records.delete(id);
       this.emitRemote({ kind: 'forgot', id });
     }
-    for (const record of snapshot.runtime) {
+    for (const stored of snapshot.runtime) {
+      const record = this.withAbsoluteListen(stored);
       if (this.records.has(record.id)) {
         // A rotation the log no longer reached: the store's token hash wins.
         this.learnRotated(record);

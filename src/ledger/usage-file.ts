@@ -26,8 +26,9 @@ export class UsageFile {
   private timer: NodeJS.Timeout | null = null;
   private written = '';
 
-  constructor(dir: string) {
-    this.store = new LedgerStore(dir, USAGE_FILE);
+  /** `owner`: Sluice's uid, as for the ledger (LedgerStore). */
+  constructor(dir: string, owner: number) {
+    this.store = new LedgerStore(dir, owner, USAGE_FILE);
   }
 
   get file(): string {

@@ -49,11 +49,15 @@ export class SocketFileError extends Error {
 const PATH_TAKEN = 'the path exists and something answers on it, or it is not a socket';
 
 /**
- * Binds `server` to the Unix socket `file`, mode 0600 (or 0660 and group `gid`), and returns the file. A
+ * Binds `server` to the Unix socket `file` (an absolute path), mode 0600 (or 0660 and group `gid`), and returns the file. A
  * socket file there that `probe` finds dead (left by a crash) is removed first; anything else at the path
  * is refused, and nothing is listening when this rejects.
  */
 export async function bindUnixSocket(server: net.Server, file: string, gid: number | null, probe: UnixSocketProbe): Promise<SocketFile> {
+  // Every caller resolves its path where it accepts it (config, admin API, ledger). A relative one bound
+  // here would be listed relative in /proc/net/unix, where `sluice run` never masks it (issue 23,
+  // finding 3 of the second security review): a bug in the caller, never bound.
+  if (!path.isAbsolute(file)) throw new Error(`unix:${file}: a relative socket path reached bindUnixSocket; resolve it against the working directory where it is accepted`);
   await ensureSocketDir(file);
   await removeStaleSocket(file, probe);
   const privateDir = await fs.mkdtemp(path.join(path.dirname(file), PRIVATE_DIR_PREFIX)).catch((error: NodeJS.ErrnoException) => {
@@ -91,7 +95,7 @@ export async function bindUnixSocket(server: net.Server, file: string, gid: numb
  * may be shared, and its owner chose its mode).
  */
 async function ensureSocketDir(file: string): Promise<void> {
-  const dir = path.resolve(path.dirname(file));
+  const dir = path.dirname(file);
   const first = await fs.mkdir(dir, { recursive: true, mode: 0o700 }).catch((error: NodeJS.ErrnoException) => {
     throw new SocketFileError(file, 'directory', `cannot create its directory ${dir} (${error.code ?? error.message}); create it, or choose a path Sluice's user may create`, { cause: error });
   });

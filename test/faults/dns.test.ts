@@ -14,7 +14,7 @@ import { ProxyError, type LookupAll } from '../../src/core/index.js';
 import { startDnsFixture, type DnsFixture } from '../support/fault-servers.js';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel, rawRequest, parseResponseHead, type ConnectTunnel, roundTrip } from '../support/raw-client.js';
-import { silentLog, startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
+import { OWN_UID, silentLog, startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
 import { expectResourcesSettle, expectSluiceIdle, resourceCounts } from './leak-check.js';
 
 const TOKEN = 'tok-dns';
@@ -122,7 +122,7 @@ async function startWithRealResolver(config: Record<string, unknown>): Promise<R
   );
   if (!parsed.ok) throw new Error(parsed.issues.map((i) => `${i.path}: ${i.message}`).join('; '));
   const records: AuditRecordV1[] = [];
-  const app = await startApp(parsed.config, { env: {}, audit: { write: (r) => void records.push(r), flush: () => Promise.resolve() }, log: silentLog });
+  const app = await startApp(parsed.config, { env: {}, cwd: stateDir, uid: OWN_UID, audit: { write: (r) => void records.push(r), flush: () => Promise.resolve() }, log: silentLog });
   const address = app.listeners[0]?.address ?? '';
   return {
     app,

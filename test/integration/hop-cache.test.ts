@@ -18,7 +18,7 @@ import { loadConfig } from '../../src/config/index.js';
 import type { LookupAll } from '../../src/core/index.js';
 import { startHttpOrigin, startTcpEchoServer, type EchoServer, type Origin } from '../support/origins.js';
 import { openConnectTunnel, parseResponseHead, roundTrip, type ConnectTunnel, type ParsedHead } from '../support/raw-client.js';
-import { silentLog, tokenHash } from '../support/sluice.js';
+import { OWN_UID, silentLog, tokenHash } from '../support/sluice.js';
 import { waitFor, waitUntil, withTimeout } from '../support/wait.js';
 
 const TOKEN = 'tok-hop-cache';
@@ -53,7 +53,7 @@ async function start(config: Record<string, unknown>, lookup?: LookupAll): Promi
   }));
   const loaded = await loadConfig(file, dir);
   if (!loaded.ok) throw new Error(`config: ${JSON.stringify(loaded.issues)}`);
-  const app = await startApp(loaded.config, { env: {}, cwd: dir, log: silentLog, ...(lookup === undefined ? {} : { lookup }) });
+  const app = await startApp(loaded.config, { env: {}, cwd: dir, uid: OWN_UID, log: silentLog, ...(lookup === undefined ? {} : { lookup }) });
   cleanups.push(() => app.close());
   return {
     app,

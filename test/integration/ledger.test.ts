@@ -10,7 +10,7 @@ import net from 'node:net';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel, rawRequest, roundTrip as echoRoundTrip } from '../support/raw-client.js';
 import { waitFor, waitUntil } from '../support/wait.js';
-import { startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
+import { OWN_UID, startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -240,7 +240,7 @@ describe('config reload', () => {
     const loaded = await loadConfig(file, dir);
     if (!loaded.ok) throw new Error('config');
     const records: { kind: string; closedBy?: string; canonical?: string | null }[] = [];
-    const app = await startApp(loaded.config, { env: {}, cwd: dir, audit: { write: (r) => void records.push(r), flush: async () => undefined }, log: { info: () => undefined, warn: () => undefined, error: () => undefined } });
+    const app = await startApp(loaded.config, { env: {}, cwd: dir, uid: OWN_UID, audit: { write: (r) => void records.push(r), flush: async () => undefined }, log: { info: () => undefined, warn: () => undefined, error: () => undefined } });
     cleanups.push(() => app.close());
     const port = Number(app.listeners[0]?.address.split(':').at(-1));
     const echoT = await echoTunnel(port, echo.port, token);

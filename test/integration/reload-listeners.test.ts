@@ -15,7 +15,7 @@ import { startFixtureConnectProxy } from '../support/fault-servers.js';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { unusedPort } from '../support/ports.js';
 import { openConnectTunnel, type ConnectTunnel } from '../support/raw-client.js';
-import { silentLog, tokenHash } from '../support/sluice.js';
+import { OWN_UID, silentLog, tokenHash } from '../support/sluice.js';
 import { waitUntil, withTimeout } from '../support/wait.js';
 
 const TOKEN = 'tok-reload-listeners';
@@ -45,7 +45,7 @@ async function start(echoPort: number, extra: Record<string, unknown> = {}): Pro
   }));
   const loaded = await loadConfig(file, dir);
   if (!loaded.ok) throw new Error(`config: ${JSON.stringify(loaded.issues)}`);
-  const app = await startApp(loaded.config, { env: {}, cwd: dir, log: silentLog });
+  const app = await startApp(loaded.config, { env: {}, cwd: dir, uid: OWN_UID, log: silentLog });
   cleanups.push(() => app.close());
   return {
     app,

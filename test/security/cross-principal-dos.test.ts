@@ -25,7 +25,7 @@ import type { LookupAll } from '../../src/core/index.js';
 import { startDnsFixture, type DnsFixture } from '../support/fault-servers.js';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel, roundTrip, type ConnectTunnel } from '../support/raw-client.js';
-import { silentLog, startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
+import { OWN_UID, silentLog, startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
 import { waitUntil } from '../support/wait.js';
 
 const ATTACKER = { 'Proxy-Authorization': `Basic ${Buffer.from('attacker:tok-att').toString('base64')}` };
@@ -55,7 +55,7 @@ async function startWithRealDns(config: Record<string, unknown>): Promise<{ app:
   if (!parsed.ok) throw new Error(parsed.issues.map((i) => `${i.path}: ${i.message}`).join('; '));
   const decisions: DecisionRecordV1[] = [];
   const audit = { write: (r: { kind: string }) => void (r.kind === 'decision' && decisions.push(r as DecisionRecordV1)), flush: () => Promise.resolve() };
-  const app = await startApp(parsed.config, { env: {}, audit, log: silentLog });
+  const app = await startApp(parsed.config, { env: {}, cwd: stateDir, uid: OWN_UID, audit, log: silentLog });
   const address = app.listeners[0]?.address ?? '';
   return {
     app,

@@ -10,7 +10,9 @@
 //   namespaces; PTRACE_ATTACH; and whether its session leader is outside (no --new-session: TIOCSTI);
 // - privileges: any capability, no_new_privs unset, no seccomp filter, a namespace shared with the
 //   host, mount(2) of a tmpfs, unshare -U / -n / -Urn (user namespaces are off inside), and the
-//   calls the filter must refuse (keyctl, bpf, ptrace itself).
+//   calls the filter must refuse (keyctl, bpf, ptrace itself; review 2026-12-04 finding 8: open_tree_attr,
+//   pidfd_getfd on every visible process's descriptors, modify_ldt, memfd_secret, process_madvise, and
+//   numbers above the filter's table, which must be ENOSYS).
 // Every attempt must fail; on the host, Sluice logged no reload (each SIGHUP makes one: the host's own
 // SIGHUP afterwards shows it), it is still running, and the victim is alive. Runs as
 // root and as uid 21001 (the victim then runs as 21001 too, so ownership alone does not protect it).
@@ -55,6 +57,12 @@ const ATTACKS = [
   'unshare-user-net',
   'seccomp-keyctl',
   'seccomp-bpf',
+  'seccomp-open-tree-attr',
+  'seccomp-pidfd-getfd',
+  'seccomp-modify-ldt',
+  'seccomp-memfd-secret',
+  'seccomp-process-madvise',
+  'seccomp-unknown-syscall',
   'ptrace-traceme',
 ];
 

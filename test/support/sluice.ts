@@ -33,9 +33,12 @@ export function tableLookup(table: Record<string, readonly string[]>, counter?: 
 
 export const silentLog = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
+/** The uid the test process writes files as: Sluice's own, which its state files must be owned by. */
+export const OWN_UID = process.geteuid?.() ?? 0;
+
 export async function startSluice(
   config: Record<string, unknown>,
-  options: { lookup?: LookupAll; env?: Record<string, string> } & Pick<AppOptions, 'hostInterfaces' | 'hostRefreshMs' | 'gss' | 'log'> = {},
+  options: { lookup?: LookupAll; env?: Record<string, string>; cwd?: string } & Pick<AppOptions, 'hostInterfaces' | 'hostRefreshMs' | 'gss' | 'log'> = {},
 ): Promise<TestSluice> {
   // Each instance gets its own state dir, so ledgers (revocations) never leak between tests. A config
   // that names its own state dir owns it (and removes it); none is made for it here.
@@ -45,11 +48,15 @@ export async function startSluice(
     state: stateDir,
     ...config,
   };
-  const parsed = parseConfigText(stringify(withDefaults), path.join(os.tmpdir(), 'sluice-test.yaml'), os.tmpdir());
+  // Sluice's working directory: relative paths in config and in the admin API resolve against it.
+  const cwd = options.cwd ?? os.tmpdir();
+  const parsed = parseConfigText(stringify(withDefaults), path.join(cwd, 'sluice-test.yaml'), cwd);
   if (!parsed.ok) throw new Error(`test config invalid: ${parsed.issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`);
   const records: AuditRecordV1[] = [];
   const app = await startApp(parsed.config, {
     env: options.env ?? {},
+    cwd,
+    uid: OWN_UID,
     lookup: options.lookup ?? tableLookup({}),
     audit: { write: (r) => void records.push(r), flush: () => Promise.resolve() },
     log: options.log ?? silentLog,

@@ -136,6 +136,25 @@ describe('parseGrantIssueOptions', () => {
     });
   });
 
+  // Issue 23, finding 3 of the second security review: the user means a path in their own directory,
+  // and the admin API gets it absolute.
+  it.each([
+    ['unix:agents/c.sock', '/home/u/proj', 'unix:/home/u/proj/agents/c.sock'],
+    ['unix:./state/a.sock', '/home/u/proj/', 'unix:/home/u/proj/./state/a.sock'],
+    ['unix:a.sock', '/', 'unix:/a.sock'],
+    ['unix:/run/sluice/a.sock', '/home/u/proj', 'unix:/run/sluice/a.sock'],
+    ['127.0.0.1:0', '/home/u/proj', '127.0.0.1:0'],
+    // Left for the admin API to refuse by name, not turned into a path that names a directory.
+    ['unix:', '/home/u/proj', 'unix:'],
+    ['unix:.', '/home/u/proj', 'unix:/home/u/proj/.'],
+  ])('--listen %s from %s is sent as %s', (listen, cwd, sent) => {
+    expect(parseGrantIssueOptions({ listen, cwd })).toEqual({ listen: sent });
+  });
+
+  it('resolves a relative listen a --json spec gives, too', () => {
+    expect(parseGrantIssueOptions({ json: JSON.stringify({ listen: 'unix:agents/c.sock' }), cwd: '/home/u/proj' })).toEqual({ listen: 'unix:/home/u/proj/agents/c.sock' });
+  });
+
   it.each([
     [{ maxConcurrent: 'eight' }, /--max-concurrent: expected a positive integer/],
     [{ maxConcurrent: '0' }, /--max-concurrent/],

@@ -15,7 +15,7 @@ import { HostAddresses, SelfAddresses } from '../../../src/resolve/index.js';
 import { sha256 } from '../../../src/identity/index.js';
 import { createControl, DedicatedListeners, GrantRegistry, type GrantConnection, type GrantListener, type ListenerPort } from '../../../src/grant/index.js';
 import type { CloseReason, ControlResult, ProxyControl } from '../../../src/core/index.js';
-import { tokenHash } from '../../support/sluice.js';
+import { OWN_UID, tokenHash } from '../../support/sluice.js';
 
 interface FakePort extends ListenerPort<GrantListener> {
   readonly opened: string[];
@@ -71,7 +71,7 @@ afterEach(async () => {
 async function build(configGrants: Record<string, unknown>[] = []): Promise<Setup> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-control-'));
   cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const ledger = await Ledger.open(new LedgerStore(dir));
+  const ledger = await Ledger.open(new LedgerStore(dir, OWN_UID));
   const self = new SelfAddresses([], NO_INTERFACES);
   const registry = new GrantRegistry(self, Date.now);
   cleanups.push(() => registry.close());
@@ -91,6 +91,7 @@ async function build(configGrants: Record<string, unknown>[] = []): Promise<Setu
     ledger,
     registry,
     dedicated,
+    cwd: dir,
     reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0, changed: [], needsRestart: [], listeners: { added: [], removed: [], changed: [] } } }),
     readiness: () => ({ ready: true, detail: 'listening' }),
     ledgerFresh: () => true,
@@ -117,7 +118,7 @@ function attach(s: Setup, id: string): FakeConnection {
 }
 
 /** The ledger as a restart would read it from the state dir. */
-const reopened = (s: Setup): Promise<Ledger> => Ledger.open(new LedgerStore(s.dir));
+const reopened = (s: Setup): Promise<Ledger> => Ledger.open(new LedgerStore(s.dir, OWN_UID));
 
 describe('issueGrant: an invalid body issues nothing', () => {
   it.each<[string, unknown, string[]]>([
@@ -225,6 +226,25 @@ describe('issueGrant with a dedicated listener', () => {
     expect(s.registry.grants.get(id)?.revoked).toBe(true);
     expect(s.dedicated.addressOf(id)).toBeNull();
     expect((await reopened(s)).get(id)?.revokedAt).not.toBeNull();
+  });
+
+  // Issue 23, finding 3 of the second security review: bound relative, /proc/net/unix listed the socket
+  // relative and `sluice run` never masked it.
+  it('resolves a relative unix: listen against Sluice\'s working directory before the in-use check, the bind and the ledger', async () => {
+    const s = await build();
+    const absolute = `unix:${path.join(s.dir, 'agents', 'c.sock')}`;
+    const issued = value(await s.control.issueGrant({ ...VALID, listen: 'unix:agents/./c.sock' }));
+    expect(issued.grant.listen).toBe(absolute);
+    expect(s.port.opened).toEqual([absolute]);
+    expect(s.ledger.get(issued.id)?.spec.listen).toBe(absolute);
+    expect(JSON.parse(fs.readFileSync(path.join(s.dir, LEDGER_FILE), 'utf8'))).toMatchObject({ runtime: [{ id: issued.id, spec: { listen: absolute } }] });
+    expect(await s.control.issueGrant({ ...VALID, listen: absolute })).toMatchObject({ ok: false, status: 409, reason: 'listen_in_use' });
+  });
+
+  it.each([['unix:'], ['unix:agents/'], ['unix:.'], ['unix:agents/..']])('still refuses %s by name (checked as written, before it is resolved)', async (listen) => {
+    const s = await build();
+    expect(await s.control.issueGrant({ ...VALID, listen })).toMatchObject({ ok: false, status: 400, reason: 'grant_invalid', issues: [{ path: 'listen' }] });
+    expect(s.port.opened).toEqual([]);
   });
 });
 
@@ -382,7 +402,7 @@ describe('rotateGrant', () => {
 
   async function clocked(dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-rotate-')), clock = { now: T0 }, configGrants: Record<string, unknown>[] = []): Promise<Clocked> {
     cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
-    const ledger = await Ledger.open(new LedgerStore(dir), () => new Date(clock.now));
+    const ledger = await Ledger.open(new LedgerStore(dir, OWN_UID), () => new Date(clock.now));
     const self = new SelfAddresses([], NO_INTERFACES);
     const registry = new GrantRegistry(self, () => clock.now);
     cleanups.push(() => registry.close());
@@ -404,7 +424,7 @@ describe('rotateGrant', () => {
     }
     const lines: Clocked['lines'] = [];
     const log = { info: (obj: object, msg: string) => void lines.push({ level: 'info', obj, msg }), warn: (obj: object, msg: string) => void lines.push({ level: 'warn', obj, msg }), error: (obj: object, msg: string) => void lines.push({ level: 'error', obj, msg }) };
-    const control = createControl({ ledger, registry, dedicated, log, reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0, changed: [], needsRestart: [], listeners: { added: [], removed: [], changed: [] } } }), readiness: () => ({ ready: true, detail: '' }), ledgerFresh: () => true });
+    const control = createControl({ ledger, registry, dedicated, cwd: dir, log, reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0, changed: [], needsRestart: [], listeners: { added: [], removed: [], changed: [] } } }), readiness: () => ({ ready: true, detail: '' }), ledgerFresh: () => true });
     return { clock, dir, ledger, registry, control, lines };
   }
 
@@ -489,7 +509,7 @@ describe('rotateGrant', () => {
   it('a stale fleet instance rotates nothing (503 ledger_unavailable)', async () => {
     const s = await clocked();
     const { id, token } = value(await s.control.issueGrant(VALID));
-    const stale = createControl({ ledger: s.ledger, registry: s.registry, dedicated: new DedicatedListeners(fakePort(), new SelfAddresses([], NO_INTERFACES)), reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0, changed: [], needsRestart: [], listeners: { added: [], removed: [], changed: [] } } }), readiness: () => ({ ready: true, detail: '' }), ledgerFresh: () => false });
+    const stale = createControl({ ledger: s.ledger, registry: s.registry, dedicated: new DedicatedListeners(fakePort(), new SelfAddresses([], NO_INTERFACES)), cwd: s.dir, reload: () => Promise.resolve({ ok: true, value: { endedConnections: 0, changed: [], needsRestart: [], listeners: { added: [], removed: [], changed: [] } } }), readiness: () => ({ ready: true, detail: '' }), ledgerFresh: () => false });
     expect(await stale.rotateGrant(id, 0)).toMatchObject({ ok: false, status: 503, reason: 'ledger_unavailable' });
     expect(s.registry.tokens.verify(id, token)).toBe(true);
   });

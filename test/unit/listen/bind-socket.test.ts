@@ -77,6 +77,16 @@ describe('bindSocket', () => {
     expect(await isUnixSocketAlive(file)).toBe(true);
   });
 
+  // Issue 23, finding 3 of the second security review: a socket bound by a relative path is listed
+  // relative in /proc/net/unix, where `sluice run`'s socket mask never sees it.
+  it.each(['unix:rel.sock', 'unix:./agents/c.sock'])('refuses %s (relative: a caller that did not resolve it), creating and listening on nothing', async (listen) => {
+    const s = track(net.createServer());
+    await expect(bindSocket(s, listen, OWNER_ONLY)).rejects.toThrow(`${listen}: a relative socket path reached bindUnixSocket`);
+    expect(s.listening).toBe(false);
+    expect(fs.existsSync(listen.slice('unix:'.length))).toBe(false);
+    expect(fs.existsSync('agents')).toBe(false);
+  });
+
   it('gives the socket 0660 and the group when a gid is passed', async () => {
     const gid = process.getgid?.() ?? 0;
     const file = path.join(dir, 'g.sock');
