@@ -4,9 +4,10 @@
 // used every socket in state/. Two runs from the review's worst-case DIR (see sandbox-escape.test.ts):
 // - `--grant-socket … --write DIR/work --read DIR/input`: only DIR/work is writable, DIR/input is
 //   read-only, and nothing else of DIR (config, ledger, audit file, sockets) is there to read or use;
-// - `--destination … --config DIR/sluice.yaml` with DIR itself writable: the config file, the state
+// - `--destination … --config DIR/sluice.yaml --read DIR` from DIR/work: the config file, the state
 //   directory and the audit file are masked, so the command can neither read nor change them, nor
-//   move the state directory away from Sluice, even though it runs in their directory.
+//   move the state directory away from Sluice. DIR itself writable is refused (review 2026-12-04,
+//   finding 5: a command that may rename a parent of Sluice's files can plant its own in their place).
 // The attempts come from test/support/sandbox-attacks.sh; the host checks what changed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
@@ -87,7 +88,7 @@ describe.skipIf(skip !== null).each(identities())('sluice run --write DIR/work -
 // --destination needs the caller to reach the admin socket and then its own run's grant socket, which
 // Sluice creates as its own uid (0600): the caller is Sluice's uid, here the test runner. The
 // unprivileged identity is covered for --grant-socket above and in the other escape files.
-describe.skipIf(skip !== null)('sluice run --destination --config DIR/sluice.yaml from DIR itself, as the test runner', () => {
+describe.skipIf(skip !== null)('sluice run --destination --config DIR/sluice.yaml --read DIR from DIR/work, as the test runner', () => {
   let w: WorstCase;
   let victim: ChildProcess;
   let attack: AttackRun;
@@ -96,8 +97,8 @@ describe.skipIf(skip !== null)('sluice run --destination --config DIR/sluice.yam
   beforeAll(async () => {
     w = await startWorstCase();
     victim = startVictim(runner);
-    const args = ['--destination', `http://allowed.test:${w.allowed.port}`, '--allow-class', 'loopback', '--config', w.configFile];
-    attack = await runAttacks(w, runner, victim, { groups: ['state', 'sockets', 'net', 'env'], args });
+    const args = ['--destination', `http://allowed.test:${w.allowed.port}`, '--allow-class', 'loopback', '--config', w.configFile, '--admin', `unix:${w.adminSocket}`, '--read', w.dir];
+    attack = await runAttacks(w, runner, victim, { groups: ['state', 'sockets', 'net', 'env'], args, cwd: path.join(w.dir, 'work') });
   }, 120_000);
   afterAll(async () => {
     killAll();
@@ -105,6 +106,15 @@ describe.skipIf(skip !== null)('sluice run --destination --config DIR/sluice.yam
   });
 
   itRanTheWholeScript(() => attack);
+
+  it('refuses DIR itself as the writable tree, and leaves no run-owned grant behind', async () => {
+    const args = ['--destination', `http://allowed.test:${w.allowed.port}`, '--allow-class', 'loopback', '--config', w.configFile];
+    const refused = await runAttacks(w, runner, victim, { groups: [], args, cwd: w.dir });
+    expect(refused.run.code).toBe(125);
+    expect(refused.run.stderr).toContain(`refusing to make ${w.dir} writable: it holds ${w.dir}/`);
+    const left = (await w.sluice.listGrants()).filter((g) => !w.grantIds.includes(g.id) && g.revokedAt === null);
+    expect(left).toEqual([]);
+  });
 
   it('reaches the run’s destination through the run-owned grant, and leaves that grant revoked afterwards', async () => {
     expect(checkLine(attack.report, 'granted-request')).toBe('CHECK granted-request OK');

@@ -18,6 +18,7 @@
 // root and as uid 21001 (the victim then runs as 21001 too, so ownership alone does not protect it).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
+import path from 'node:path';
 import { waitUntil } from '../support/wait.js';
 import { giveTo, identities, killAll, sandboxSkipReason } from '../support/sandbox.js';
 import {
@@ -75,7 +76,9 @@ describe.skipIf(skip !== null).each(identities())('sluice run: processes and pri
     w = await startWorstCase();
     giveTo(identity, w.dir, w.callerHome);
     victim = startVictim(identity);
-    attack = await runAttacks(w, identity, victim, { groups: ['proc', 'priv'], args: ['--grant-socket', w.aSocket] });
+    // DIR itself holds Sluice's state, so it is shown read-only; the command works in DIR/work.
+    const work = path.join(w.dir, 'work');
+    attack = await runAttacks(w, identity, victim, { groups: ['proc', 'priv'], args: ['--grant-socket', w.aSocket, '--read', w.dir, '--write', work], cwd: work });
   }, 120_000);
   afterAll(async () => {
     killAll();

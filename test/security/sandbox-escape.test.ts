@@ -1,7 +1,8 @@
 // Threat: a hostile command under `sluice run --grant-socket` reaches past its one grant (review
 // 2026-12, findings 1-5, 9, 12; issue 12). The setup is the review's worst case, started the review's
 // way: `cd DIR && node bin/sluice.js start --config sluice.yaml` (a real child process, every path in
-// its config relative to DIR), then `sluice run --grant-socket DIR/state/a.sock` from DIR. DIR holds
+// its config relative to DIR), then `sluice run --grant-socket DIR/state/a.sock --read DIR --write DIR/work` from DIR/work (DIR itself writable
+// is refused: it holds the state; review 2026-12-04, finding 5). DIR holds
 // Sluice's sluice.yaml, its state/ (admin socket, ledger), its audit.jsonl and the dedicated sockets
 // of grant a (the command's: only allowed.test) and grant b (a loopback origin serving
 // SECRET-LOOPBACK-ORIGIN). `sluice run` is not told where Sluice's config is: it must find the running
@@ -23,6 +24,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { giveTo, identities, killAll, sandboxSkipReason } from '../support/sandbox.js';
 import {
@@ -80,7 +82,7 @@ function adminHealth(socketPath: string): Promise<number> {
   });
 }
 
-describe.skipIf(skip !== null).each(identities())('sluice run --grant-socket from Sluice’s own directory, as $label', (identity) => {
+describe.skipIf(skip !== null).each(identities())('sluice run --grant-socket --read DIR --write DIR/work, DIR being Sluice’s own directory, as $label', (identity) => {
   let w: WorstCase;
   let victim: ChildProcess;
   let attack: AttackRun;
@@ -89,7 +91,9 @@ describe.skipIf(skip !== null).each(identities())('sluice run --grant-socket fro
     w = await startWorstCase();
     giveTo(identity, w.dir, w.callerHome);
     victim = startVictim(identity);
-    attack = await runAttacks(w, identity, victim, { groups: ['sockets', 'state', 'net', 'env', 'files'], args: ['--grant-socket', w.aSocket] });
+    // DIR itself writable is refused (refusesDirWritable below); shown read-only, everything of Sluice's in it is masked.
+    const work = path.join(w.dir, 'work');
+    attack = await runAttacks(w, identity, victim, { groups: ['sockets', 'state', 'net', 'env', 'files'], args: ['--grant-socket', w.aSocket, '--read', w.dir, '--write', work], cwd: work });
   }, 120_000);
   afterAll(async () => {
     killAll();
@@ -97,6 +101,15 @@ describe.skipIf(skip !== null).each(identities())('sluice run --grant-socket fro
   });
 
   itRanTheWholeScript(() => attack);
+
+  // Review security-2026-12-04, finding 5: a writable tree that holds a running Sluice's state is
+  // refused (the command could move a parent and plant its own), wherever Sluice's config lies.
+  it('refuses DIR itself as the writable tree (the default from DIR): it holds Sluice’s state', async () => {
+    const refused = await runAttacks(w, identity, victim, { groups: [], args: ['--grant-socket', w.aSocket], cwd: w.dir });
+    expect(refused.run.code).toBe(125);
+    expect(refused.run.stderr).toContain(`refusing to make ${w.dir} writable: it holds ${w.dir}/`);
+    expect(refused.run.stdout).not.toContain('END');
+  });
 
   it('still reaches the granted origin through the bridge, as grant a', () => {
     expect(checkLine(attack.report, 'granted-request')).toBe('CHECK granted-request OK');
