@@ -5,3 +5,7 @@ export * from './run-grant.js';
 export * from './running-configs.js';
 export * from './sandbox-plan.js';
 export * from './seccomp-filter.js';
+export * from './caller-tree.js';
+export * from './descriptors.js';
+export * from './open-tree.js';
+export * from './tree-scan.js';

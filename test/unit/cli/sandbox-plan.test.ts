@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { planSandbox, SANDBOX_NO_PROXY, sandboxEnv, type SandboxSpec } from '../../../src/cli/index.js';
+import { planSandbox, removePlaceholders, SANDBOX_NO_PROXY, sandboxEnv, TREE_FD_BASE, type SandboxSpec } from '../../../src/cli/index.js';
 
 let root: string;
 let project: string;
@@ -55,18 +55,25 @@ function spec(overrides: Partial<SandboxSpec> = {}): SandboxSpec {
   };
 }
 
+/** The plan's arguments; the trees it opened are closed and its placeholders removed at once. */
 function argsOf(s: SandboxSpec): string[] {
   const planned = planSandbox(s);
   if (!planned.ok) throw new Error(planned.message);
+  for (const fd of planned.plan.fds) fs.closeSync(fd);
+  removePlaceholders(planned.plan.protections);
   return [...planned.plan.args];
 }
 
-/** The `[flag, a, b]` triples of the plan, as "flag a b" strings. */
+/**
+ * The `[flag, a, b]` triples of the plan, as "flag a b" strings. A tree is bound from the descriptor
+ * the plan opened (/proc/self/fd/N, checked in its own test below): shown here as its path.
+ */
 function mounts(args: readonly string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const flag = args[i] ?? '';
-    if (['--bind', '--ro-bind', '--symlink'].includes(flag)) out.push(`${flag} ${args[i + 1]} ${args[i + 2]}`);
+    const source = (args[i + 1] ?? '').startsWith('/proc/self/fd/') ? args[i + 2] : args[i + 1];
+    if (['--bind', '--ro-bind', '--symlink'].includes(flag)) out.push(`${flag} ${source} ${args[i + 2]}`);
     else if (['--tmpfs', '--remount-ro', '--proc', '--dev'].includes(flag)) out.push(`${flag} ${args[i + 1]}`);
   }
   return out;
@@ -81,7 +88,10 @@ describe('planSandbox: namespaces and privileges', () => {
     expect(args.join(' ')).toContain('--cap-drop ALL');
     expect(args.join(' ')).toContain('--seccomp 3');
     const dashdash = args.indexOf('--');
-    expect(args.slice(dashdash + 1)).toEqual([fs.realpathSync(process.execPath), '/run/sluice/init.mjs', '3128', '/run/sluice/grant.sock', '4', 'sh', '-c', 'true']);
+    const init = args.slice(dashdash + 1);
+    expect(init.slice(0, 5)).toEqual([fs.realpathSync(process.execPath), '/run/sluice/init.mjs', '3128', '/run/sluice/grant.sock', '4']);
+    expect(JSON.parse(init[5] ?? '')).toContainEqual([project, expect.stringMatching(/^=\d+:\d+$/)]);
+    expect(init.slice(6)).toEqual(['sh', '-c', 'true']);
   });
 });
 
@@ -145,10 +155,34 @@ describe('planSandbox: the filesystem view', () => {
     expect(m.join('\n')).not.toContain(`/dev/null ${path.join(project, 'sluice.yaml')}`);
   });
 
-  it('masks Sluice’s config file and state directory given with --config', () => {
-    const m = mounts(argsOf(spec({ hidden: [path.join(project, 'sluice.yaml'), path.join(project, 'state'), path.join(root, 'not-there')] })));
+  it('masks Sluice’s config file and state directory given with --config under a read-only tree', () => {
+    const hidden = [path.join(project, 'sluice.yaml'), path.join(project, 'state'), path.join(root, 'not-there')];
+    const m = mounts(argsOf(spec({ readable: [project], writable: [path.join(project, 'src')], hidden })));
     expect(m).toContain(`--ro-bind /dev/null ${path.join(project, 'sluice.yaml')}`);
     expect(m).toContain(`--tmpfs ${path.join(project, 'state')}`);
+  });
+
+  // Review security-2026-12-04, finding 5: a mask in a writable tree does not stop the command from
+  // renaming the masked path's parent and putting its own file where Sluice will read it next.
+  it('refuses a writable tree that holds Sluice’s config, state or audit file, naming it', () => {
+    for (const hidden of ['sluice.yaml', 'state', 'state/ledger.json']) {
+      const refused = planSandbox(spec({ hidden: [path.join(project, hidden)] }));
+      expect(refused.ok, hidden).toBe(false);
+      if (!refused.ok) expect(refused.message).toContain(`refusing to make ${project} writable: it holds ${path.join(project, hidden)}`);
+    }
+  });
+
+  it('binds each tree from the descriptor it opened, whose path is the tree (review 2026-12-04, finding 4)', () => {
+    const planned = planSandbox(spec({ readable: [path.join(project, 'src')] }));
+    if (!planned.ok) throw new Error(planned.message);
+    try {
+      const binds = planned.plan.args.flatMap((a, i, all) => (a.startsWith('/proc/self/fd/') ? [[all[i - 1], Number(a.slice('/proc/self/fd/'.length)), all[i + 1]] as const] : []));
+      expect(binds.map(([flag, , dest]) => `${flag} ${dest}`).sort()).toEqual([`--bind ${project}`, `--ro-bind ${path.join(project, 'src')}`].sort());
+      for (const [, childFd, dest] of binds) expect(fs.readlinkSync(`/proc/self/fd/${planned.plan.fds[childFd - TREE_FD_BASE]}`)).toBe(dest);
+    } finally {
+      for (const fd of planned.plan.fds) fs.closeSync(fd);
+      removePlaceholders(planned.plan.protections);
+    }
   });
 
   it('refuses to show a tree that is, or holds, something that must be hidden', () => {
