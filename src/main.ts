@@ -269,40 +269,13 @@ interface RunFlags extends GrantIssueFlags {
 }
 
 /**
- * Paths of a config that a sandbox must never see: the file itself, state, audit log, secrets, the
- * admin socket's directory, and every listener's socket, those of grants issued at run time included
- * (from the ledger, when the caller may read it).
- */
-function configPaths(file: string, config: Config): string[] {
-  const paths = [file, config.state, config.audit.file];
-  if (config.admin.listen?.startsWith('unix:') === true) paths.push(path.dirname(config.admin.listen.slice('unix:'.length)));
-  for (const l of config.listeners) if (l.listen.startsWith('unix:')) paths.push(l.listen.slice('unix:'.length));
-  paths.push(...runtimeSocketPaths(config.state));
-  const route = config.route as { proxy?: { credentialsFile?: string } | { credentialsFile?: string }[]; pac?: { file?: string; credentialsFile?: string } };
-  // route.proxy is one proxy or a list (failover): every entry's credentials stay hidden.
-  const proxies = route.proxy === undefined ? [] : Array.isArray(route.proxy) ? route.proxy : [route.proxy];
-  for (const secret of [...proxies.map((p) => p.credentialsFile), route.pac?.file, route.pac?.credentialsFile]) if (secret !== undefined) paths.push(secret);
-  return paths.filter((p) => path.isAbsolute(p));
-}
-
-/** The `unix:` listen paths of the grants issued at run time, as the ledger file holds them (absolute). */
-function runtimeSocketPaths(state: string): string[] {
-  try {
-    const ledger = JSON.parse(fs.readFileSync(path.join(state, 'ledger.json'), 'utf8')) as { runtime?: { spec?: { listen?: unknown } }[] };
-    return (ledger.runtime ?? []).flatMap((r) => (typeof r.spec?.listen === 'string' && r.spec.listen.startsWith('unix:/') ? [r.spec.listen.slice('unix:'.length)] : []));
-  } catch {
-    return []; // no ledger, another user's (0600), or the Redis store: /proc/net/unix and the walk still find them
-  }
-}
-
-/**
  * What the sandbox must not see of Sluice: the --config given, and every running Sluice's config
  * (found in /proc), with the files each names, resolved against that Sluice's working directory,
  * wherever its config lies (review security-2026-12-04, finding 5: `cd ~/proj && sluice start --config
  * ~/.config/sluice.yaml` keeps ./state and the audit file in the project).
  */
 async function hiddenSluicePaths(options: RunFlags): Promise<string[]> {
-  const { findRunningConfigs } = await import('./cli/index.js');
+  const { findRunningConfigs, sluiceFilesOf } = await import('./cli/index.js');
   const real = (p: string): string => {
     try {
       return fs.realpathSync(p);
@@ -314,12 +287,7 @@ async function hiddenSluicePaths(options: RunFlags): Promise<string[]> {
   const configs = findRunningConfigs('/proc', trees);
   if (options.config !== undefined) configs.push({ file: path.resolve(options.config), cwd: process.cwd() });
   const hidden: string[] = [];
-  if (configs.length === 0) return hidden;
-  const { loadConfig } = await import('./config/index.js');
-  for (const { file, cwd } of configs) {
-    const loaded = await loadConfig(file, cwd);
-    hidden.push(file, ...(loaded.ok ? configPaths(file, loaded.config) : []));
-  }
+  for (const { file, cwd } of configs) hidden.push(...(await sluiceFilesOf(file, cwd, trees)));
   return hidden;
 }
 

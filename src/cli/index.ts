@@ -9,3 +9,4 @@ export * from './caller-tree.js';
 export * from './descriptors.js';
 export * from './open-tree.js';
 export * from './tree-scan.js';
+export * from './sluice-files.js';

@@ -44,7 +44,7 @@ export function stateFileProblem(file: string, stat: Stats, owner: number): Prox
     fix.push(`chown ${owner} ${file}`);
   }
   if ((mode & 0o077) !== 0) {
-    why.push(`its mode 0${mode.toString(8)} lets group or others read or write it`);
+    why.push(`its mode 0${mode.toString(8)} gives group or others access`);
     fix.push(`chmod 600 ${file}`);
   }
   return why.length === 0 ? null : unsafe(file, why, fix.join(' && '));
@@ -53,6 +53,6 @@ export function stateFileProblem(file: string, stat: Stats, owner: number): Prox
 function unsafe(file: string, why: readonly string[], fix: string): ProxyError {
   return new ProxyError(
     'ERR_LEDGER_FILE_UNSAFE',
-    `refusing to load ${file}: ${why.join('; ')}. Another user or a sandbox could have rewritten it (un-revoking a grant, or adding one); check its content, then: ${fix}`,
+    `refusing to load ${file}: ${why.join('; ')}. Sluice writes it itself, mode 0600: another user or a sandbox may have replaced it (to un-revoke a grant, or add one). Check its content, then: ${fix}`,
   );
 }
