@@ -29,8 +29,11 @@ export interface Protection {
   readonly path: string;
   /** `readonly`: bound read-only onto itself. `pin`: bound read-write onto itself (a git directory). */
   readonly mode: 'readonly' | 'pin';
-  /** Created by this run as an empty placeholder (content below): removed after the run if unchanged. */
-  readonly placeholder: null | { readonly kind: 'file' | 'dir'; readonly content: string };
+  /**
+   * Created by this run as an empty placeholder (content below): removed after the run if unchanged.
+   * `identity` (dev:ino) is set once created: removal touches that inode only, wherever the path leads by then.
+   */
+  readonly placeholder: null | { readonly kind: 'file' | 'dir'; readonly content: string; readonly identity?: string };
 }
 
 export type ProtectResult = { readonly ok: true; readonly protections: readonly Protection[] } | { readonly ok: false; readonly message: string };
@@ -77,32 +80,42 @@ export function planProtections(roots: readonly string[], scan: TreeScan, unprot
 
 /**
  * Creates the placeholders of `protections` (exclusively: one that appeared meanwhile is protected as
- * it is). Returns the protections with placeholder set only for what this call created.
+ * it is). Returns the protections with placeholder set only for what this call created. `via` maps a
+ * path to the one to create it through: /proc/self/fd/N/… of the opened tree that holds it, so a tree
+ * swapped for a symlink since it was opened does not get placeholders somewhere else (finding 4).
  */
-export function createPlaceholders(protections: readonly Protection[]): Protection[] {
+export function createPlaceholders(protections: readonly Protection[], via: (p: string) => string = (p) => p): Protection[] {
   const sorted = [...protections].sort((a, b) => a.path.length - b.path.length);
   return sorted.flatMap((p): Protection[] => {
     if (p.placeholder === null) return [p];
+    const at = via(p.path);
     try {
-      if (p.placeholder.kind === 'dir') fs.mkdirSync(p.path, { mode: 0o755 });
-      else fs.writeFileSync(p.path, p.placeholder.content, { flag: 'wx', mode: 0o644 });
-      return [p];
+      if (p.placeholder.kind === 'dir') fs.mkdirSync(at, { mode: 0o755 });
+      else fs.writeFileSync(at, p.placeholder.content, { flag: 'wx', mode: 0o644 });
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST' && lstat(p.path)?.isSymbolicLink() === false) return [{ ...p, placeholder: null }];
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST' && lstat(at)?.isSymbolicLink() === false) return [{ ...p, placeholder: null }];
       // The parent is gone or unwritable: the command cannot create the name there either.
       return [];
     }
+    const stat = fs.lstatSync(at, { bigint: true });
+    return [{ ...p, placeholder: { ...p.placeholder, identity: `${stat.dev}:${stat.ino}` } }];
   });
 }
 
-/** Removes the placeholders this run created, where they are still the empty file or directory. */
+/** Removes the placeholders this run created, where they are still that empty file or directory. */
 export function removePlaceholders(protections: readonly Protection[]): void {
   for (const p of [...protections].reverse()) {
-    if (p.placeholder === null) continue;
-    const stat = lstat(p.path);
+    if (p.placeholder?.identity === undefined) continue;
+    let stat: fs.BigIntStats;
     try {
-      if (p.placeholder.kind === 'dir' && stat?.isDirectory() === true) fs.rmdirSync(p.path);
-      else if (p.placeholder.kind === 'file' && stat?.isFile() === true && stat.size === Buffer.byteLength(p.placeholder.content)) fs.unlinkSync(p.path);
+      stat = fs.lstatSync(p.path, { bigint: true });
+    } catch {
+      continue;
+    }
+    if (`${stat.dev}:${stat.ino}` !== p.placeholder.identity) continue;
+    try {
+      if (p.placeholder.kind === 'dir' && stat.isDirectory()) fs.rmdirSync(p.path);
+      else if (p.placeholder.kind === 'file' && stat.isFile() && stat.size === BigInt(Buffer.byteLength(p.placeholder.content))) fs.unlinkSync(p.path);
     } catch {
       // not empty, or gone: leave it
     }

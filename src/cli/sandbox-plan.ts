@@ -112,6 +112,13 @@ export function planSandbox(spec: SandboxSpec): PlanResult {
     if (!isDirectory(dir)) return { ok: false, message: `--write ${dir}: not a directory` };
   }
   for (const file of readable) if (!fs.existsSync(file)) return { ok: false, message: `--read ${file}: no such file or directory` };
+  // Never follow a symlink to a tree (review 2026-12-04, finding 4): one that a sandbox can write can be
+  // pointed anywhere, and the checks above would judge the target while the caller named the link.
+  const requested = [...(spec.writable.length > 0 ? spec.writable : [spec.cwd]).map((p) => ['--write', p] as const), ...spec.readable.map((p) => ['--read', p] as const)];
+  for (const [flag, p] of requested) {
+    const real = realOrSelf(p);
+    if (real !== path.resolve(p)) return { ok: false, message: `${flag} ${p}: the path goes through a symlink (it leads to ${real}); pass the real path, so that what is checked is what is mounted` };
+  }
   const ownSocket = realOrSelf(spec.grantSocket);
   for (const hidden of spec.hidden.map(realOrSelf).filter((h) => h !== ownSocket)) {
     const holder = writable.find((dir) => isWithin(hidden, dir));
@@ -126,7 +133,18 @@ export function planSandbox(spec: SandboxSpec): PlanResult {
     close();
     return opened;
   }
-  const rest = planView(spec, env.env, writable, readable, home, opened.steps, fds);
+  let grant: Opened['grant'] = null;
+  if (spec.isGrantDirBound !== true) {
+    const socket = openTree(realOrSelf(spec.grantSocket), '--grant-socket');
+    if (!socket.ok || socket.tree.isDirectory) {
+      if (socket.ok) fds.push(socket.tree.fd);
+      close();
+      return { ok: false, message: socket.ok ? `--grant-socket ${spec.grantSocket}: not a socket` : socket.message };
+    }
+    fds.push(socket.tree.fd);
+    grant = { source: `/proc/self/fd/${TREE_FD_BASE + fds.length - 1}`, expect: `=${socket.tree.identity}` };
+  }
+  const rest = planView(spec, env.env, writable, readable, home, { ...opened, grant }, fds);
   if (!rest.ok) close();
   return rest;
 }
@@ -138,21 +156,38 @@ interface TreeRequest {
 }
 
 /** Opens each tree once and binds its descriptor (a tree inside a writable one is already there). */
-function openTrees(requests: readonly TreeRequest[], fds: number[]): { readonly ok: true; readonly steps: MountStep[] } | { readonly ok: false; readonly message: string } {
+function openTrees(requests: readonly TreeRequest[], fds: number[]): { readonly ok: true; readonly steps: MountStep[]; readonly trees: Map<string, number> } | { readonly ok: false; readonly message: string } {
   const steps: MountStep[] = [];
+  const trees = new Map<string, number>();
   const writableRoots = requests.filter((r) => r.isWritable).map((r) => r.p);
   for (const { p, flag, isWritable } of requests) {
     if (isWritable && writableRoots.some((root) => root !== p && isWithin(p, root))) continue;
     const result = openTree(p, flag);
     if (!result.ok) return result;
     fds.push(result.tree.fd);
+    trees.set(p, result.tree.fd);
     const source = `/proc/self/fd/${TREE_FD_BASE + fds.length - 1}`;
     steps.push({ dest: p, args: [isWritable ? '--bind' : '--ro-bind', source, p], expect: `=${result.tree.identity}` });
   }
-  return { ok: true, steps };
+  return { ok: true, steps, trees };
 }
 
-function planView(spec: SandboxSpec, env: Record<string, string>, writable: readonly string[], readable: readonly string[], home: string, treeSteps: readonly MountStep[], fds: readonly number[]): PlanResult {
+/** `p` as reached through the descriptor of the deepest opened tree that holds it. */
+function throughTree(trees: ReadonlyMap<string, number>, p: string): string {
+  let best: string | null = null;
+  for (const root of trees.keys()) if (isWithin(p, root) && (best === null || root.length > best.length)) best = root;
+  return best === null ? p : path.join(`/proc/self/fd/${trees.get(best)}`, path.relative(best, p));
+}
+
+interface Opened {
+  readonly steps: readonly MountStep[];
+  readonly trees: ReadonlyMap<string, number>;
+  /** The grant socket, opened like a tree: another principal's socket swapped in is refused inside. */
+  readonly grant: { readonly source: string; readonly expect: string } | null;
+}
+
+function planView(spec: SandboxSpec, env: Record<string, string>, writable: readonly string[], readable: readonly string[], home: string, opened: Opened, fds: readonly number[]): PlanResult {
+  const treeSteps = opened.steps;
   const steps: MountStep[] = [];
   const visible: string[] = [];
   for (const tree of SYSTEM_TREES) {
@@ -188,16 +223,20 @@ function planView(spec: SandboxSpec, env: Record<string, string>, writable: read
   steps.push(...masks.steps);
   const protect = planProtections(writable, scan, (spec.unprotect ?? []).map((p) => path.resolve(spec.cwd, p)));
   if (!protect.ok) return protect;
-  const protections = createPlaceholders(protect.protections.filter((p) => !masks.steps.some((m) => isWithin(p.path, m.dest))));
+  const protections = createPlaceholders(
+    protect.protections.filter((p) => !masks.steps.some((m) => isWithin(p.path, m.dest))),
+    (p) => throughTree(opened.trees, p),
+  );
   for (const p of protections) {
-    const identity = identityOf(p.path);
+    const identity = p.placeholder?.identity ?? identityOf(p.path);
     if (identity !== null) steps.push({ dest: p.path, args: [p.mode === 'pin' ? '--bind' : '--ro-bind', p.path, p.path], expect: `=${identity}` });
   }
   // Parents first; at one depth a git directory's pin before what is bound inside it.
   steps.sort((a, b) => depth(a.dest) - depth(b.dest));
 
   const insideSocket = spec.isGrantDirBound === true ? `${SANDBOX_GRANT_DIR}/${path.basename(spec.grantSocket)}` : SANDBOX_GRANT_SOCKET;
-  const grantMount = spec.isGrantDirBound === true ? ['--ro-bind', path.dirname(spec.grantSocket), SANDBOX_GRANT_DIR] : ['--ro-bind', spec.grantSocket, SANDBOX_GRANT_SOCKET];
+  const grantMount = spec.isGrantDirBound === true || opened.grant === null ? ['--ro-bind', path.dirname(spec.grantSocket), SANDBOX_GRANT_DIR] : ['--ro-bind', opened.grant.source, SANDBOX_GRANT_SOCKET];
+  if (spec.isGrantDirBound !== true && opened.grant !== null) steps.push({ dest: SANDBOX_GRANT_SOCKET, args: [], expect: opened.grant.expect });
   const cwd = realOrSelf(spec.cwd);
   const chdir = visible.some((root) => isWithin(cwd, root)) && !masks.steps.some((m) => isWithin(cwd, m.dest)) ? cwd : (writable[0] ?? home);
   const expectations = steps.flatMap((s) => (s.expect === undefined ? [] : [[s.dest, s.expect]]));

@@ -55,25 +55,31 @@ function spec(overrides: Partial<SandboxSpec> = {}): SandboxSpec {
   };
 }
 
-/** The plan's arguments; the trees it opened are closed and its placeholders removed at once. */
+/**
+ * The plan's arguments, with each /proc/self/fd/N source (a tree or the grant socket, bound from the
+ * descriptor the plan opened; its own test is below) shown as the path that descriptor holds. The
+ * descriptors are closed and the placeholders removed at once.
+ */
 function argsOf(s: SandboxSpec): string[] {
   const planned = planSandbox(s);
   if (!planned.ok) throw new Error(planned.message);
+  const held = (arg: string): string => {
+    const n = /^\/proc\/self\/fd\/(\d+)$/.exec(arg)?.[1];
+    const fd = n === undefined ? undefined : planned.plan.fds[Number(n) - TREE_FD_BASE];
+    return fd === undefined ? arg : fs.readlinkSync(`/proc/self/fd/${fd}`);
+  };
+  const args = planned.plan.args.map(held);
   for (const fd of planned.plan.fds) fs.closeSync(fd);
   removePlaceholders(planned.plan.protections);
-  return [...planned.plan.args];
+  return args;
 }
 
-/**
- * The `[flag, a, b]` triples of the plan, as "flag a b" strings. A tree is bound from the descriptor
- * the plan opened (/proc/self/fd/N, checked in its own test below): shown here as its path.
- */
+/** The `[flag, a, b]` triples of the plan, as "flag a b" strings. */
 function mounts(args: readonly string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const flag = args[i] ?? '';
-    const source = (args[i + 1] ?? '').startsWith('/proc/self/fd/') ? args[i + 2] : args[i + 1];
-    if (['--bind', '--ro-bind', '--symlink'].includes(flag)) out.push(`${flag} ${source} ${args[i + 2]}`);
+    if (['--bind', '--ro-bind', '--symlink'].includes(flag)) out.push(`${flag} ${args[i + 1]} ${args[i + 2]}`);
     else if (['--tmpfs', '--remount-ro', '--proc', '--dev'].includes(flag)) out.push(`${flag} ${args[i + 1]}`);
   }
   return out;
@@ -172,13 +178,28 @@ describe('planSandbox: the filesystem view', () => {
     }
   });
 
+  // Finding 4's class: a sandbox that can write a tree's parent points the link anywhere (the caller's
+  // HOME, /etc, another run's state) between any check and the mount; so a link is never followed.
+  it('refuses a --write or --read path that goes through a symlink, naming where it leads', () => {
+    const link = path.join(root, 'link-to-src');
+    fs.rmSync(link, { force: true });
+    fs.symlinkSync(path.join(project, 'src'), link);
+    for (const s of [spec({ writable: [link] }), spec({ readable: [link] }), spec({ readable: [path.join(link, 'app.ts')] })]) {
+      const refused = planSandbox(s);
+      expect(refused.ok).toBe(false);
+      if (!refused.ok) expect(refused.message).toMatch(/goes through a symlink \(it leads to .*\/project\/src/);
+    }
+  });
+
   it('binds each tree from the descriptor it opened, whose path is the tree (review 2026-12-04, finding 4)', () => {
     const planned = planSandbox(spec({ readable: [path.join(project, 'src')] }));
     if (!planned.ok) throw new Error(planned.message);
     try {
-      const binds = planned.plan.args.flatMap((a, i, all) => (a.startsWith('/proc/self/fd/') ? [[all[i - 1], Number(a.slice('/proc/self/fd/'.length)), all[i + 1]] as const] : []));
-      expect(binds.map(([flag, , dest]) => `${flag} ${dest}`).sort()).toEqual([`--bind ${project}`, `--ro-bind ${path.join(project, 'src')}`].sort());
-      for (const [, childFd, dest] of binds) expect(fs.readlinkSync(`/proc/self/fd/${planned.plan.fds[childFd - TREE_FD_BASE]}`)).toBe(dest);
+      const binds = planned.plan.args.flatMap((a, i, all) => (a.startsWith('/proc/self/fd/') ? [[all[i - 1], Number(a.slice('/proc/self/fd/'.length)), all[i + 1] ?? ''] as const] : []));
+      expect(binds.map(([flag, , dest]) => `${flag} ${dest}`).sort()).toEqual([`--bind ${project}`, `--ro-bind ${path.join(project, 'src')}`, '--ro-bind /run/sluice/grant.sock'].sort());
+      const grant = binds.find(([, , dest]) => dest === '/run/sluice/grant.sock');
+      expect(fs.readlinkSync(`/proc/self/fd/${planned.plan.fds[(grant?.[1] ?? 0) - TREE_FD_BASE]}`)).toBe(path.join(project, 'state/a.sock'));
+      for (const [, childFd, dest] of binds.filter(([, , d]) => d !== '/run/sluice/grant.sock')) expect(fs.readlinkSync(`/proc/self/fd/${planned.plan.fds[childFd - TREE_FD_BASE]}`)).toBe(dest);
     } finally {
       for (const fd of planned.plan.fds) fs.closeSync(fd);
       removePlaceholders(planned.plan.protections);
