@@ -3,9 +3,14 @@
 // caller's next `git status` ran it unconfined, in the host's network namespace). The names are the
 // union of Anthropic's sandbox-runtime (dangerous files and directories, .git/hooks and .git/config)
 // and codex (the git directory of every writable root), plus the editors' and agents' own config.
-// Each is a read-only self-bind; one missing is created empty first (so the command cannot create it)
-// and removed after the run if it is still the empty placeholder. Every git directory is itself a
-// mount point, so it can be neither renamed nor replaced (rename(2) of a mount point is EBUSY).
+//
+// An existing name is bound read-only onto itself, and every git directory is itself a mount point, so
+// it can be neither renamed nor replaced (rename(2) of a mount point is EBUSY; link(2) across one is
+// EXDEV). A name missing inside a git directory is created for good the way git itself would leave it
+// (empty hooks/ and info/, a commondir saying ".": this directory), then protected like the rest. A
+// name missing at a tree's root is not created (an empty .npmrc or .mcp.json would show in `git status`
+// and be committed by `git add -A`): it is watched instead, and one the run leaves behind is moved aside
+// afterwards, before the caller's tools can take it for theirs (quarantine()).
 import fs from 'node:fs';
 import path from 'node:path';
 import type { TreeScan } from './tree-scan.js';
@@ -24,19 +29,31 @@ export const PROTECTED_ROOT_DIRS = ['.vscode', '.idea', '.claude', '.codex', '.c
  */
 const GIT_DIR_FILES = ['config', 'config.worktree', 'commondir'];
 const GIT_DIR_DIRS = ['hooks', 'info'];
+/**
+ * What git reads only when present and where an empty stand-in is what git means by absent. A missing
+ * config.worktree is read only under extensions.worktreeConfig, which lives in the protected config.
+ */
+const GIT_DIR_CREATE: Readonly<Record<string, { readonly kind: 'file' | 'dir'; readonly content: string }>> = {
+  hooks: { kind: 'dir', content: '' },
+  info: { kind: 'dir', content: '' },
+  commondir: { kind: 'file', content: '.\n' },
+};
 
 export interface Protection {
   readonly path: string;
   /** `readonly`: bound read-only onto itself. `pin`: bound read-write onto itself (a git directory). */
   readonly mode: 'readonly' | 'pin';
-  /**
-   * Created by this run as an empty placeholder (content below): removed after the run if unchanged.
-   * `identity` (dev:ino) is set once created: removal touches that inode only, wherever the path leads by then.
-   */
-  readonly placeholder: null | { readonly kind: 'file' | 'dir'; readonly content: string; readonly identity?: string };
+  /** Missing at plan time and created by createMissing() with this content (kept after the run). */
+  readonly create: null | { readonly kind: 'file' | 'dir'; readonly content: string };
 }
 
-export type ProtectResult = { readonly ok: true; readonly protections: readonly Protection[] } | { readonly ok: false; readonly message: string };
+export interface ProtectionPlan {
+  readonly protections: readonly Protection[];
+  /** Protected names missing at a root: whatever is there after the run is moved aside (quarantine). */
+  readonly watched: readonly string[];
+}
+
+export type ProtectResult = ({ readonly ok: true } & ProtectionPlan) | { readonly ok: false; readonly message: string };
 
 /**
  * The protections for `roots` (real paths of the writable trees) given what the walk found in them.
@@ -45,97 +62,116 @@ export type ProtectResult = { readonly ok: true; readonly protections: readonly 
  * whatever it names), and leaving it would let the command redirect what the caller's tools read.
  */
 export function planProtections(roots: readonly string[], scan: TreeScan, unprotect: readonly string[]): ProtectResult {
-  const wanted = new Map<string, { mode: Protection['mode']; kind: 'file' | 'dir'; content: string }>();
   const isOptedOut = (p: string): boolean => unprotect.some((u) => p === u || p.startsWith(`${u}/`));
   const inWritable = (p: string): boolean => roots.some((r) => p === r || p.startsWith(`${r}/`));
+  const wanted = new Map<string, { mode: Protection['mode']; create: Protection['create'] | 'watch' }>();
   for (const root of roots) {
-    for (const name of PROTECTED_ROOT_FILES) wanted.set(path.join(root, name), { mode: 'readonly', kind: 'file', content: '' });
-    for (const name of PROTECTED_ROOT_DIRS) wanted.set(path.join(root, name), { mode: 'readonly', kind: 'dir', content: '' });
-    // A root without a git directory gets an empty one: git skips it (not a repository) and looks above,
-    // and the command cannot make one whose config the caller's next git in this directory would run.
-    if (lstat(path.join(root, '.git')) === null) wanted.set(path.join(root, '.git'), { mode: 'readonly', kind: 'dir', content: '' });
+    for (const name of [...PROTECTED_ROOT_FILES, ...PROTECTED_ROOT_DIRS, '.git']) wanted.set(path.join(root, name), { mode: 'readonly', create: 'watch' });
   }
+  for (const link of scan.gitLinks) wanted.set(link, { mode: 'readonly', create: null });
   const gitDirs = [...scan.gitDirs];
   for (const file of scan.gitFiles) {
-    wanted.set(file, { mode: 'readonly', kind: 'file', content: '' });
+    wanted.set(file, { mode: 'readonly', create: null });
     for (const dir of linkedGitDirs(file)) if (inWritable(dir) && !gitDirs.includes(dir)) gitDirs.push(dir);
   }
   for (const dir of gitDirs) {
-    wanted.set(dir, { mode: 'pin', kind: 'dir', content: '' });
-    // A missing commondir means "this directory": a placeholder must say so ("."), or git dies reading it.
-    for (const name of GIT_DIR_FILES) wanted.set(path.join(dir, name), { mode: 'readonly', kind: 'file', content: name === 'commondir' ? '.\n' : '' });
-    for (const name of GIT_DIR_DIRS) wanted.set(path.join(dir, name), { mode: 'readonly', kind: 'dir', content: '' });
+    wanted.set(dir, { mode: 'pin', create: null });
+    for (const name of [...GIT_DIR_FILES, ...GIT_DIR_DIRS]) wanted.set(path.join(dir, name), { mode: 'readonly', create: GIT_DIR_CREATE[name] ?? null });
   }
   const protections: Protection[] = [];
+  const watched: string[] = [];
   for (const [file, want] of wanted) {
     if (isOptedOut(file)) continue;
     const stat = lstat(file);
     if (stat?.isSymbolicLink() === true) {
       return { ok: false, message: `refusing to run: ${file} is a symlink, and the caller's tools would follow it; remove it, or pass --unprotect ${file}` };
     }
-    protections.push({ path: file, mode: want.mode, placeholder: stat === null ? { kind: want.kind, content: want.content } : null });
+    if (stat !== null) protections.push({ path: file, mode: want.mode, create: null });
+    else if (want.create === 'watch') watched.push(file);
+    else if (want.create !== null) protections.push({ path: file, mode: want.mode, create: want.create });
   }
-  return { ok: true, protections };
+  return { ok: true, protections, watched };
 }
 
 /**
- * Creates the placeholders of `protections` (exclusively: one that appeared meanwhile is protected as
- * it is). Returns the protections with placeholder set only for what this call created. `via` maps a
- * path to the one to create it through: /proc/self/fd/N/… of the opened tree that holds it, so a tree
- * swapped for a symlink since it was opened does not get placeholders somewhere else (finding 4).
+ * Creates the missing names of `protections` (exclusively: one that appeared meanwhile is protected as
+ * it is) and returns those that exist now. `via` maps a path to the one to create it through:
+ * /proc/self/fd/N/… of the opened tree that holds it, so a tree swapped for a symlink since it was
+ * opened does not get them somewhere else (finding 4).
  */
-export function createPlaceholders(protections: readonly Protection[], via: (p: string) => string = (p) => p): Protection[] {
+export function createMissing(protections: readonly Protection[], via: (p: string) => string = (p) => p): Protection[] {
   const sorted = [...protections].sort((a, b) => a.path.length - b.path.length);
   return sorted.flatMap((p): Protection[] => {
-    if (p.placeholder === null) return [p];
+    if (p.create === null) return [p];
     const at = via(p.path);
     try {
-      if (p.placeholder.kind === 'dir') fs.mkdirSync(at, { mode: 0o755 });
-      else fs.writeFileSync(at, p.placeholder.content, { flag: 'wx', mode: 0o644 });
+      if (p.create.kind === 'dir') fs.mkdirSync(at, { mode: 0o755 });
+      else fs.writeFileSync(at, p.create.content, { flag: 'wx', mode: 0o644 });
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST' && lstat(at)?.isSymbolicLink() === false) return [{ ...p, placeholder: null }];
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST' && lstat(at)?.isSymbolicLink() === false) return [{ ...p, create: null }];
       // The parent is gone or unwritable: the command cannot create the name there either.
       return [];
     }
-    const stat = fs.lstatSync(at, { bigint: true });
-    return [{ ...p, placeholder: { ...p.placeholder, identity: `${stat.dev}:${stat.ino}` } }];
+    return [p];
   });
 }
 
-/** Removes the placeholders this run created, where they are still that empty file or directory. */
-export function removePlaceholders(protections: readonly Protection[]): void {
-  for (const p of [...protections].reverse()) {
-    if (p.placeholder?.identity === undefined) continue;
-    let stat: fs.BigIntStats;
-    try {
-      stat = fs.lstatSync(p.path, { bigint: true });
-    } catch {
-      continue;
-    }
-    if (`${stat.dev}:${stat.ino}` !== p.placeholder.identity) continue;
-    try {
-      if (p.placeholder.kind === 'dir' && stat.isDirectory()) fs.rmdirSync(p.path);
-      else if (p.placeholder.kind === 'file' && stat.isFile() && stat.size === BigInt(Buffer.byteLength(p.placeholder.content))) fs.unlinkSync(p.path);
-    } catch {
-      // not empty, or gone: leave it
+/**
+ * Moves aside whatever now stands at a watched name (the command made it: it was missing when the run
+ * began), to `<name>.sluice-quarantine[-N]`, never opening it (a FIFO would block). Returns
+ * "from → to" lines for the caller's message. The sandbox is gone by now: nothing inside races this.
+ */
+export function quarantine(watched: readonly string[]): string[] {
+  const moved: string[] = [];
+  for (const file of watched) {
+    if (lstat(file) === null) continue;
+    for (let n = 0; n < 100; n++) {
+      const to = `${file}.sluice-quarantine${n === 0 ? '' : `-${n}`}`;
+      if (lstat(to) !== null) continue;
+      try {
+        fs.renameSync(file, to);
+        moved.push(`${file} → ${to}`);
+      } catch (error) {
+        moved.push(`${file} (could not be moved: ${(error as NodeJS.ErrnoException).code ?? 'error'}; remove it before your tools read it)`);
+      }
+      break;
     }
   }
+  return moved;
 }
 
 /** The git directories a `.git` file leads to: its `gitdir:` and that directory's commondir. */
 function linkedGitDirs(file: string): string[] {
   const found: string[] = [];
-  try {
-    const line = /^gitdir:\s*(.+?)\s*$/m.exec(fs.readFileSync(file, 'utf8').slice(0, 4096))?.[1];
-    if (line === undefined) return found;
-    const gitDir = realOrSelf(path.resolve(path.dirname(file), line));
-    found.push(gitDir);
-    const common = fs.readFileSync(path.join(gitDir, 'commondir'), 'utf8').trim();
-    if (common !== '') found.push(realOrSelf(path.resolve(gitDir, common)));
-  } catch {
-    // no commondir, or unreadable: what was found stands
-  }
+  const line = /^gitdir:\s*(.+?)\s*$/m.exec(readSmallFile(file) ?? '')?.[1];
+  if (line === undefined) return found;
+  const gitDir = realOrSelf(path.resolve(path.dirname(file), line));
+  found.push(gitDir);
+  const common = readSmallFile(path.join(gitDir, 'commondir'))?.trim();
+  if (common !== undefined && common !== '') found.push(realOrSelf(path.resolve(gitDir, common)));
   return found;
+}
+
+/**
+ * The first 4 KiB of a regular file, or null. Non-blocking and without following a symlink: a FIFO or
+ * a link the command planted where git keeps a pointer must not hang or redirect `sluice run`.
+ */
+function readSmallFile(file: string): string | null {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOFOLLOW);
+  } catch {
+    return null;
+  }
+  try {
+    if (!fs.fstatSync(fd).isFile()) return null;
+    const buffer = Buffer.alloc(4096);
+    return buffer.subarray(0, fs.readSync(fd, buffer, 0, buffer.length, 0)).toString('utf8');
+  } catch {
+    return null;
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 function lstat(p: string): fs.Stats | null {

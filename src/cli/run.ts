@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Duplex, Writable } from 'node:stream';
-import { removePlaceholders } from './caller-tree.js';
+import { quarantine } from './caller-tree.js';
 import { closeInheritedDescriptors, stdioRefusal } from './descriptors.js';
 import { HANDSHAKE_FD, SECCOMP_FD, TREE_FD_BASE, planSandbox, type SandboxPlan, type SandboxSpec } from './sandbox-plan.js';
 import { buildSeccompFilter, isSeccompArchSupported } from './seccomp-filter.js';
@@ -81,8 +81,11 @@ export async function runConfined(options: RunOptions, io: RunIo): Promise<numbe
       outcome = await sandbox.outcome;
     } finally {
       for (const fd of planned.plan.fds) fs.closeSync(fd);
-      // The sandbox is gone (its PID namespace with it): nothing inside can race the removal.
-      removePlaceholders(planned.plan.protections);
+      // The sandbox is gone (its PID namespace with it): nothing inside races this.
+      const moved = quarantine(planned.plan.watched);
+      if (moved.length > 0) {
+        io.stderr(`sluice run: the command created names your own tools would run or obey; moved aside (review them before restoring):\n${moved.map((m) => `  ${m}\n`).join('')}`);
+      }
     }
     if (state.signal !== null) return 128 + (SIGNAL_NUMBERS[state.signal] ?? 0);
     if (result?.ok === false) return refuse(result.message);

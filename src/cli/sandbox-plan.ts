@@ -3,7 +3,7 @@
 // realpath); never starts anything. The view is an allow-list: what is not named here is absent.
 import fs from 'node:fs';
 import path from 'node:path';
-import { createPlaceholders, planProtections, type Protection } from './caller-tree.js';
+import { createMissing, planProtections, type Protection } from './caller-tree.js';
 import { identityOf, openTree } from './open-tree.js';
 import { SCAN_BUDGET_ENTRIES, scanTrees } from './tree-scan.js';
 
@@ -77,8 +77,10 @@ export interface SandboxPlan {
   readonly env: Readonly<Record<string, string>>;
   /** Opened trees the child gets at TREE_FD_BASE, TREE_FD_BASE + 1, … (bound as /proc/self/fd/N). */
   readonly fds: readonly number[];
-  /** What the run protects in its writable trees; the placeholders among them go after the run. */
+  /** What the run protects in its writable trees (caller-tree.ts). */
   readonly protections: readonly Protection[];
+  /** Protected names missing at a root: what the command leaves there is moved aside after the run. */
+  readonly watched: readonly string[];
 }
 
 export type PlanResult = { readonly ok: true; readonly plan: SandboxPlan } | { readonly ok: false; readonly message: string };
@@ -98,8 +100,9 @@ export const HANDSHAKE_FD = 4;
 export const TREE_FD_BASE = 5;
 
 /**
- * The plan. Opens the trees it shows (the caller closes `plan.fds`) and creates the empty placeholders
- * of missing protected names (the caller removes them after the run: removePlaceholders).
+ * The plan. Opens the trees it shows (the caller closes `plan.fds`), and creates what git leaves in a
+ * git directory where it is missing (caller-tree.ts: createMissing); the caller moves aside what the
+ * command leaves at a watched name after the run (quarantine).
  */
 export function planSandbox(spec: SandboxSpec): PlanResult {
   const env = sandboxEnv(spec);
@@ -156,32 +159,39 @@ interface TreeRequest {
 }
 
 /** Opens each tree once and binds its descriptor (a tree inside a writable one is already there). */
-function openTrees(requests: readonly TreeRequest[], fds: number[]): { readonly ok: true; readonly steps: MountStep[]; readonly trees: Map<string, number> } | { readonly ok: false; readonly message: string } {
+function openTrees(requests: readonly TreeRequest[], fds: number[]): { readonly ok: true; readonly steps: MountStep[]; readonly trees: Map<string, TreeFds> } | { readonly ok: false; readonly message: string } {
   const steps: MountStep[] = [];
-  const trees = new Map<string, number>();
+  const trees = new Map<string, TreeFds>();
   const writableRoots = requests.filter((r) => r.isWritable).map((r) => r.p);
   for (const { p, flag, isWritable } of requests) {
     if (isWritable && writableRoots.some((root) => root !== p && isWithin(p, root))) continue;
     const result = openTree(p, flag);
     if (!result.ok) return result;
     fds.push(result.tree.fd);
-    trees.set(p, result.tree.fd);
+    trees.set(p, { own: result.tree.fd, child: TREE_FD_BASE + fds.length - 1 });
     const source = `/proc/self/fd/${TREE_FD_BASE + fds.length - 1}`;
     steps.push({ dest: p, args: [isWritable ? '--bind' : '--ro-bind', source, p], expect: `=${result.tree.identity}` });
   }
   return { ok: true, steps, trees };
 }
 
-/** `p` as reached through the descriptor of the deepest opened tree that holds it. */
-function throughTree(trees: ReadonlyMap<string, number>, p: string): string {
+/** An opened tree's descriptor here (`own`) and the number bwrap gets it as (`child`). */
+interface TreeFds {
+  readonly own: number;
+  readonly child: number;
+}
+
+/** `p` as reached through the descriptor of the deepest opened tree that holds it, here or in bwrap. */
+function throughTree(trees: ReadonlyMap<string, TreeFds>, p: string, side: keyof TreeFds): string {
   let best: string | null = null;
   for (const root of trees.keys()) if (isWithin(p, root) && (best === null || root.length > best.length)) best = root;
-  return best === null ? p : path.join(`/proc/self/fd/${trees.get(best)}`, path.relative(best, p));
+  const fds = best === null ? undefined : trees.get(best);
+  return best === null || fds === undefined ? p : path.join(`/proc/self/fd/${fds[side]}`, path.relative(best, p));
 }
 
 interface Opened {
   readonly steps: readonly MountStep[];
-  readonly trees: ReadonlyMap<string, number>;
+  readonly trees: ReadonlyMap<string, TreeFds>;
   /** The grant socket, opened like a tree: another principal's socket swapped in is refused inside. */
   readonly grant: { readonly source: string; readonly expect: string } | null;
 }
@@ -223,13 +233,13 @@ function planView(spec: SandboxSpec, env: Record<string, string>, writable: read
   steps.push(...masks.steps);
   const protect = planProtections(writable, scan, (spec.unprotect ?? []).map((p) => path.resolve(spec.cwd, p)));
   if (!protect.ok) return protect;
-  const protections = createPlaceholders(
-    protect.protections.filter((p) => !masks.steps.some((m) => isWithin(p.path, m.dest))),
-    (p) => throughTree(opened.trees, p),
-  );
+  const isMasked = (p: string): boolean => masks.steps.some((m) => isWithin(p, m.dest));
+  const protections = createMissing(protect.protections.filter((p) => !isMasked(p.path)), (p) => throughTree(opened.trees, p, 'own'));
   for (const p of protections) {
-    const identity = p.placeholder?.identity ?? identityOf(p.path);
-    if (identity !== null) steps.push({ dest: p.path, args: [p.mode === 'pin' ? '--bind' : '--ro-bind', p.path, p.path], expect: `=${identity}` });
+    // Through the opened tree's descriptor: the inode bound is the one identified here (finding 4).
+    const identity = identityOf(throughTree(opened.trees, p.path, 'own'));
+    const source = throughTree(opened.trees, p.path, 'child');
+    if (identity !== null) steps.push({ dest: p.path, args: [p.mode === 'pin' ? '--bind' : '--ro-bind', source, p.path], expect: `=${identity}` });
   }
   // Parents first; at one depth a git directory's pin before what is bound inside it.
   steps.sort((a, b) => depth(a.dest) - depth(b.dest));
@@ -253,7 +263,7 @@ function planView(spec: SandboxSpec, env: Record<string, string>, writable: read
     '--seccomp', String(SECCOMP_FD),
     '--', node, SANDBOX_INIT, String(spec.port), insideSocket, String(HANDSHAKE_FD), JSON.stringify(expectations), ...spec.command,
   ];
-  return { ok: true, plan: { args, env, fds, protections } };
+  return { ok: true, plan: { args, env, fds, protections, watched: protect.watched.filter((p) => !isMasked(p)) } };
 }
 
 type MaskResult = { readonly ok: true; readonly steps: readonly MountStep[] } | { readonly ok: false; readonly message: string };

@@ -12,6 +12,8 @@ export interface TreeScan {
   readonly gitDirs: readonly string[];
   /** `.git` files (`gitdir: …`: worktrees and submodules). */
   readonly gitFiles: readonly string[];
+  /** `.git` entries that are symbolic links (never followed; the plan refuses them). */
+  readonly gitLinks: readonly string[];
   /** True when the walk stopped at its budget: the lists are incomplete. */
   readonly isTruncated: boolean;
 }
@@ -24,6 +26,7 @@ export function scanTrees(roots: readonly string[], budget = SCAN_BUDGET_ENTRIES
   const sockets: string[] = [];
   const gitDirs: string[] = [];
   const gitFiles: string[] = [];
+  const gitLinks: string[] = [];
   let left = budget;
   const seen = new Set<string>();
   const stack = roots.filter((r) => !skip.includes(r)).map((r) => r);
@@ -38,16 +41,20 @@ export function scanTrees(roots: readonly string[], budget = SCAN_BUDGET_ENTRIES
       continue; // unreadable to the caller: the sandbox (same uid, no capabilities) cannot read it either
     }
     left -= entries.length;
-    if (left < 0) return { sockets, gitDirs, gitFiles, isTruncated: true };
+    if (left < 0) return { sockets, gitDirs, gitFiles, gitLinks, isTruncated: true };
     for (const entry of entries) {
       const file = path.join(dir, entry.name);
       if (entry.isSocket()) sockets.push(file);
       else if (entry.name === '.git' && entry.isFile()) gitFiles.push(file);
-      else if (entry.name === '.git' && entry.isDirectory()) gitDirs.push(file, ...innerGitDirs(file));
-      else if (entry.isDirectory() && !skip.includes(file)) stack.push(file);
+      else if (entry.name === '.git' && entry.isSymbolicLink()) gitLinks.push(file);
+      else if (entry.isDirectory() && !skip.includes(file)) {
+        // A git directory is walked too: it is shown read-write, so a socket in it is as reachable.
+        if (entry.name === '.git') gitDirs.push(file, ...innerGitDirs(file));
+        stack.push(file);
+      }
     }
   }
-  return { sockets, gitDirs, gitFiles, isTruncated: false };
+  return { sockets, gitDirs, gitFiles, gitLinks, isTruncated: false };
 }
 
 /**

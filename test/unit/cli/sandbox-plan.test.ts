@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { planSandbox, removePlaceholders, SANDBOX_NO_PROXY, sandboxEnv, TREE_FD_BASE, type SandboxSpec } from '../../../src/cli/index.js';
+import { planSandbox, SANDBOX_NO_PROXY, sandboxEnv, TREE_FD_BASE, type SandboxSpec } from '../../../src/cli/index.js';
 
 let root: string;
 let project: string;
@@ -58,7 +58,7 @@ function spec(overrides: Partial<SandboxSpec> = {}): SandboxSpec {
 /**
  * The plan's arguments, with each /proc/self/fd/N source (a tree or the grant socket, bound from the
  * descriptor the plan opened; its own test is below) shown as the path that descriptor holds. The
- * descriptors are closed and the placeholders removed at once.
+ * descriptors are closed at once.
  */
 function argsOf(s: SandboxSpec): string[] {
   const planned = planSandbox(s);
@@ -70,7 +70,6 @@ function argsOf(s: SandboxSpec): string[] {
   };
   const args = planned.plan.args.map(held);
   for (const fd of planned.plan.fds) fs.closeSync(fd);
-  removePlaceholders(planned.plan.protections);
   return args;
 }
 
@@ -202,7 +201,6 @@ describe('planSandbox: the filesystem view', () => {
       for (const [, childFd, dest] of binds.filter(([, , d]) => d !== '/run/sluice/grant.sock')) expect(fs.readlinkSync(`/proc/self/fd/${planned.plan.fds[childFd - TREE_FD_BASE]}`)).toBe(dest);
     } finally {
       for (const fd of planned.plan.fds) fs.closeSync(fd);
-      removePlaceholders(planned.plan.protections);
     }
   });
 
