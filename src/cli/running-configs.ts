@@ -15,8 +15,9 @@ export interface RunningConfig {
 }
 
 /**
- * `guessDirs`: where to look for a relative config path when the process's cwd cannot be read (a
- * non-root caller and a Sluice of another user): every such directory that holds the file counts.
+ * `guessDirs`: the trees the sandbox will show, standing for a working directory that cannot be read (a
+ * non-root caller and a Sluice of another user): each that holds a relative config path counts, and for
+ * an absolute one each of them, since the config's relative paths resolve against that directory.
  */
 export function findRunningConfigs(proc = '/proc', guessDirs: readonly string[] = []): RunningConfig[] {
   let pids: string[];
@@ -43,8 +44,10 @@ export function findRunningConfigs(proc = '/proc', guessDirs: readonly string[] 
     } catch {
       cwd = null;
     }
-    const dirs = cwd !== null ? [cwd] : path.isAbsolute(file) ? ['/'] : guessDirs.filter((dir) => fs.existsSync(path.resolve(dir, file)));
-    for (const dir of dirs) configs.set(path.resolve(dir, file), { file: path.resolve(dir, file), cwd: dir });
+    // An unreadable cwd: its relative paths (./state, ./audit.jsonl) may lie in any shown tree, so each
+    // is taken as the working directory it could be (review 2026-12-04, finding 5, unprivileged caller).
+    const dirs = cwd !== null ? [cwd] : path.isAbsolute(file) ? guessDirs : guessDirs.filter((dir) => fs.existsSync(path.resolve(dir, file)));
+    for (const dir of dirs) configs.set(`${path.resolve(dir, file)}\0${dir}`, { file: path.resolve(dir, file), cwd: dir });
   }
   return [...configs.values()];
 }

@@ -24,7 +24,8 @@ export async function sluiceFilesOf(file: string, cwd: string, trees: readonly s
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch {
-    return [file];
+    // Another user's 0600 config: its state is at least where the default puts it.
+    return [file, path.resolve(cwd, DEFAULT_STATE)];
   }
   const isRelated = (p: string): boolean => trees.some((t) => isWithin(p, t) || isWithin(t, p));
   // Relative paths land under cwd (or above it with ..); absolute ones are spelled out in the text.

@@ -22,6 +22,7 @@ beforeAll(() => {
   fakeProcess('104', ['node', '/opt/sluice/bin/sluice.js', 'check-config', 'x.yaml'], '/srv/d');
   fakeProcess('105', ['python3', 'start', '--config', 'y.yaml'], '/srv/e');
   fakeProcess('106', ['node', 'sluice.js', 'start', '--config', 'z.yaml'], null);
+  fakeProcess('107', ['node', 'sluice.js', 'start', '--config', '/etc/root-sluice.yaml'], null);
   fs.mkdirSync(path.join(proc, 'self'));
 });
 afterAll(() => fs.rmSync(proc, { recursive: true, force: true }));
@@ -45,6 +46,13 @@ describe('findRunningConfigs', () => {
     } finally {
       fs.rmSync(project, { recursive: true, force: true });
     }
+  });
+
+  // Review 2026-12-04, finding 5, as an unprivileged caller: root's `cd P && sluice start --config
+  // /etc/x.yaml` keeps ./state in P, and P is where the caller runs `sluice run` from.
+  it('takes every shown tree as the working directory an absolute config’s relative paths may resolve against, when the cwd cannot be read', () => {
+    const found = findRunningConfigs(proc, ['/home/u/p', '/home/u/q']).filter((c) => c.file === '/etc/root-sluice.yaml');
+    expect(found.map((c) => c.cwd).sort()).toEqual(['/home/u/p', '/home/u/q']);
   });
 
   it('answers nothing, without throwing, when /proc cannot be read', () => {
