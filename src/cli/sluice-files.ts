@@ -31,7 +31,7 @@ export async function sluiceFilesOf(file: string, cwd: string, trees: readonly s
   // Relative paths land under cwd (or above it with ..); absolute ones are spelled out in the text.
   const mayBeShown = isRelated(cwd) || isRelated(file) || text.includes('..') || trees.some((t) => text.includes(t)) || text.includes('~');
   if (!mayBeShown) return [file];
-  const { parse } = await import('yaml');
+  const { parseYaml: parse } = await import('../yaml-text/index.js');
   let doc: ConfigPaths;
   try {
     doc = (parse(text) ?? {}) as ConfigPaths;

@@ -5,7 +5,7 @@
 // passes cwd).
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseDocument } from 'yaml';
+import { parseDocument } from '../yaml-text/index.js';
 import type { z } from 'zod';
 import { isLoopbackTcpListen, isUnixListen, NON_LOOPBACK_DEDICATED_MESSAGE, resolveListen } from './listen-address.js';
 import { knownKeysAt, unknownKeyMessage } from './unknown-key.js';

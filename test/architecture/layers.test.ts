@@ -18,7 +18,7 @@ const SHELLS = ['main.ts', 'sandbox-init.ts'];
 
 /** Each third-party runtime package and the one module allowed to import it (docs/architecture.md). */
 const PACKAGE_OWNERS: Readonly<Record<string, string>> = {
-  yaml: 'config',
+  yaml: 'yaml-text',
   zod: 'config',
   undici: 'relay',
   'pac-resolver': 'route',

@@ -4,6 +4,8 @@
 
 export const LAYERS: Readonly<Record<string, number>> = {
   core: 0,
+  // Owns the yaml package only: config/ parses with it, and sluice run reads config paths without config/.
+  'yaml-text': 0,
   config: 1,
   identity: 2,
   authority: 2,
