@@ -131,7 +131,9 @@ describe.skipIf(skip !== null).each(identities())('sluice run: no descriptor abo
     // Everything the caller opens is its own: only the sandbox stands between the command and it.
     giveTo(identity, outside, work, home);
     run = await viaWrapper('leak', ['--grant-socket', sluice.grantSocket, '--', 'python3', '-c', CHECKER, outside]);
-    info = JSON.parse(fs.readFileSync(path.join(outside, 'info.json'), 'utf8')) as typeof info;
+    const infoFile = path.join(outside, 'info.json');
+    if (!fs.existsSync(infoFile)) throw new Error(`the wrapper did not get to exec sluice run: ${describeRun(run)}`);
+    info = JSON.parse(fs.readFileSync(infoFile, 'utf8')) as typeof info;
   }, 120_000);
   afterAll(async () => {
     killAll();
@@ -181,7 +183,7 @@ describe.skipIf(skip !== null).each(identities())('sluice run: no descriptor abo
     const r = await viaWrapper(mode, ['--grant-socket', sluice.grantSocket, '--', 'sh', '-c', `echo ran > ${marker}`]);
     expect(r.code, describeRun(r)).toBe(125);
     // With stderr itself a directory, there is nowhere to say why.
-    if (mode !== 'stderr') expect(r.stderr).toMatch(/descriptor/);
+    if (mode !== 'stderr') expect(r.stderr, describeRun(r)).toMatch(/descriptor/);
     expect(fs.existsSync(marker)).toBe(false);
   }, 60_000);
 });

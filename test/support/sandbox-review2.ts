@@ -57,6 +57,7 @@ export function startCommand(argv: readonly string[], opts: { cwd: string; env: 
   readonly pid: number;
   readonly result: Promise<RunResult>;
   stdout(): string;
+  stderr(): string;
 } {
   const [file, args] = asIdentity(opts.identity, argv);
   const child = spawn(file, args, { cwd: opts.cwd, env: opts.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -88,7 +89,7 @@ export function startCommand(argv: readonly string[], opts: { cwd: string; env: 
       resolve({ code, signal, stdout, stderr, timedOut });
     });
   });
-  return { pid: child.pid ?? 0, result, stdout: () => stdout };
+  return { pid: child.pid ?? 0, result, stdout: () => stdout, stderr: () => stderr };
 }
 
 /** A host tool (git, mkfifo) as `identity`, synchronously, bounded to 20 s; throws unless it exits 0. */
