@@ -11,6 +11,7 @@
 // name missing at a tree's root is not created (an empty .npmrc or .mcp.json would show in `git status`
 // and be committed by `git add -A`): it is watched instead, and one the run leaves behind is moved aside
 // afterwards, before the caller's tools can take it for theirs (quarantine()).
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { TreeScan } from './tree-scan.js';
@@ -34,6 +35,8 @@ const GIT_DIR_DIRS = ['hooks', 'info'];
  * config.worktree is read only under extensions.worktreeConfig, which lives in the protected config.
  */
 const GIT_DIR_CREATE: Readonly<Record<string, { readonly kind: 'file' | 'dir'; readonly content: string }>> = {
+  // git still takes a directory without config for a repository; an empty one means the same.
+  config: { kind: 'file', content: '' },
   hooks: { kind: 'dir', content: '' },
   info: { kind: 'dir', content: '' },
   commondir: { kind: 'file', content: '.\n' },
@@ -118,23 +121,20 @@ export function createMissing(protections: readonly Protection[], via: (p: strin
 
 /**
  * Moves aside whatever now stands at a watched name (the command made it: it was missing when the run
- * began), to `<name>.sluice-quarantine[-N]`, never opening it (a FIFO would block). Returns
- * "from → to" lines for the caller's message. The sandbox is gone by now: nothing inside races this.
+ * began) to `<name>.sluice-quarantine-<random>`, never opening it (a FIFO would block). The suffix is
+ * unguessable, so the command cannot have planted the target (rename(2) would replace it). Returns
+ * "from → to" lines for the caller's message; one that cannot be moved is reported, not skipped.
  */
 export function quarantine(watched: readonly string[]): string[] {
   const moved: string[] = [];
   for (const file of watched) {
     if (lstat(file) === null) continue;
-    for (let n = 0; n < 100; n++) {
-      const to = `${file}.sluice-quarantine${n === 0 ? '' : `-${n}`}`;
-      if (lstat(to) !== null) continue;
-      try {
-        fs.renameSync(file, to);
-        moved.push(`${file} → ${to}`);
-      } catch (error) {
-        moved.push(`${file} (could not be moved: ${(error as NodeJS.ErrnoException).code ?? 'error'}; remove it before your tools read it)`);
-      }
-      break;
+    const to = `${file}.sluice-quarantine-${randomBytes(6).toString('hex')}`;
+    try {
+      fs.renameSync(file, to);
+      moved.push(`${file} → ${to}`);
+    } catch (error) {
+      moved.push(`${file} (could not be moved: ${(error as NodeJS.ErrnoException).code ?? 'error'}; remove it before your tools read it)`);
     }
   }
   return moved;
