@@ -50,6 +50,12 @@ export interface Protection {
   readonly create: null | { readonly kind: 'file' | 'dir'; readonly content: string };
 }
 
+/** A watched name, and the path to reach it by: through its tree's descriptor (sandbox-plan.ts). */
+export interface Watched {
+  readonly path: string;
+  readonly via: string;
+}
+
 export interface ProtectionPlan {
   readonly protections: readonly Protection[];
   /** Protected names missing at a root: whatever is there after the run is moved aside (quarantine). */
@@ -121,18 +127,19 @@ export function createMissing(protections: readonly Protection[], via: (p: strin
 
 /**
  * Moves aside whatever now stands at a watched name (the command made it: it was missing when the run
- * began) to `<name>.sluice-quarantine-<random>`, never opening it (a FIFO would block). The suffix is
+ * began) to `<name>.sluice-quarantine-<random>`, never opening it (a FIFO would block), through the
+ * tree's descriptor (the command may have moved the tree and left a link to elsewhere). The suffix is
  * unguessable, so the command cannot have planted the target (rename(2) would replace it). Returns
  * "from → to" lines for the caller's message; one that cannot be moved is reported, not skipped.
  */
-export function quarantine(watched: readonly string[]): string[] {
+export function quarantine(watched: readonly Watched[]): string[] {
   const moved: string[] = [];
-  for (const file of watched) {
-    if (lstat(file) === null) continue;
-    const to = `${file}.sluice-quarantine-${randomBytes(6).toString('hex')}`;
+  for (const { path: file, via } of watched) {
+    if (lstat(via) === null) continue;
+    const suffix = `.sluice-quarantine-${randomBytes(6).toString('hex')}`;
     try {
-      fs.renameSync(file, to);
-      moved.push(`${file} → ${to}`);
+      fs.renameSync(via, `${via}${suffix}`);
+      moved.push(`${file} → ${file}${suffix}`);
     } catch (error) {
       moved.push(`${file} (could not be moved: ${(error as NodeJS.ErrnoException).code ?? 'error'}; remove it before your tools read it)`);
     }

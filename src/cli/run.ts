@@ -80,9 +80,9 @@ export async function runConfined(options: RunOptions, io: RunIo): Promise<numbe
       else sandbox.go();
       outcome = await sandbox.outcome;
     } finally {
-      for (const fd of planned.plan.fds) fs.closeSync(fd);
-      // The sandbox is gone (its PID namespace with it): nothing inside races this.
+      // The sandbox is gone (its PID namespace with it); through the trees' descriptors, still open.
       const moved = quarantine(planned.plan.watched);
+      for (const fd of planned.plan.fds) fs.closeSync(fd);
       if (moved.length > 0) {
         io.stderr(`sluice run: the command created names your own tools would run or obey; moved aside (review them before restoring):\n${moved.map((m) => `  ${m}\n`).join('')}`);
       }

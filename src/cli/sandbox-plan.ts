@@ -3,7 +3,7 @@
 // realpath); never starts anything. The view is an allow-list: what is not named here is absent.
 import fs from 'node:fs';
 import path from 'node:path';
-import { createMissing, planProtections, type Protection } from './caller-tree.js';
+import { createMissing, planProtections, type Protection, type Watched } from './caller-tree.js';
 import { identityOf, openTree } from './open-tree.js';
 import { SCAN_BUDGET_ENTRIES, scanTrees } from './tree-scan.js';
 
@@ -79,8 +79,11 @@ export interface SandboxPlan {
   readonly fds: readonly number[];
   /** What the run protects in its writable trees (caller-tree.ts). */
   readonly protections: readonly Protection[];
-  /** Protected names missing at a root: what the command leaves there is moved aside after the run. */
-  readonly watched: readonly string[];
+  /**
+   * Protected names missing at a root: what the command leaves there is moved aside after the run,
+   * through `via` (the name under its tree's descriptor here), before `fds` are closed.
+   */
+  readonly watched: readonly Watched[];
 }
 
 export type PlanResult = { readonly ok: true; readonly plan: SandboxPlan } | { readonly ok: false; readonly message: string };
@@ -107,21 +110,22 @@ export const TREE_FD_BASE = 5;
 export function planSandbox(spec: SandboxSpec): PlanResult {
   const env = sandboxEnv(spec);
   if (!env.ok) return env;
-  const writable = (spec.writable.length > 0 ? spec.writable : [spec.cwd]).map(realOrSelf);
-  const readable = spec.readable.map(realOrSelf);
+  // Never follow a symlink to a tree (review 2026-12-04, finding 4): one that a sandbox can write can be
+  // pointed anywhere, and the checks below would judge the target while the caller named the link. Each
+  // path is resolved once; what is opened (and checked again through its descriptor) is the path itself.
+  const requested = [...(spec.writable.length > 0 ? spec.writable : [spec.cwd]).map((p) => ['--write', p] as const), ...spec.readable.map((p) => ['--read', p] as const)];
+  for (const [flag, p] of requested) {
+    const real = realOrSelf(p);
+    if (real !== path.resolve(p)) return { ok: false, message: `${flag} ${p}: the path goes through a symlink (it leads to ${real}); pass the real path, so that what is checked is what is mounted` };
+  }
+  const writable = (spec.writable.length > 0 ? spec.writable : [spec.cwd]).map((p) => path.resolve(p));
+  const readable = spec.readable.map((p) => path.resolve(p));
   const home = path.resolve(spec.home);
   for (const dir of writable) {
     if (dir === '/' || isWithin(home, dir)) return { ok: false, message: `refusing to make ${dir} writable: it holds your home directory (and its keys); run from a project directory or pass --write DIR` };
     if (!isDirectory(dir)) return { ok: false, message: `--write ${dir}: not a directory` };
   }
   for (const file of readable) if (!fs.existsSync(file)) return { ok: false, message: `--read ${file}: no such file or directory` };
-  // Never follow a symlink to a tree (review 2026-12-04, finding 4): one that a sandbox can write can be
-  // pointed anywhere, and the checks above would judge the target while the caller named the link.
-  const requested = [...(spec.writable.length > 0 ? spec.writable : [spec.cwd]).map((p) => ['--write', p] as const), ...spec.readable.map((p) => ['--read', p] as const)];
-  for (const [flag, p] of requested) {
-    const real = realOrSelf(p);
-    if (real !== path.resolve(p)) return { ok: false, message: `${flag} ${p}: the path goes through a symlink (it leads to ${real}); pass the real path, so that what is checked is what is mounted` };
-  }
   const ownSocket = realOrSelf(spec.grantSocket);
   for (const hidden of spec.hidden.map(realOrSelf).filter((h) => h !== ownSocket)) {
     const holder = writable.find((dir) => isWithin(hidden, dir));
@@ -158,17 +162,22 @@ interface TreeRequest {
   readonly isWritable: boolean;
 }
 
-/** Opens each tree once and binds its descriptor (a tree inside a writable one is already there). */
+/**
+ * Opens each tree once and binds its descriptor. A writable tree inside another is already shown by it
+ * and not bound again, but opened all the same: its protected names and what the command leaves at its
+ * watched ones are reached through its own descriptor, even if the command moves it and puts a link in
+ * its place.
+ */
 function openTrees(requests: readonly TreeRequest[], fds: number[]): { readonly ok: true; readonly steps: MountStep[]; readonly trees: Map<string, TreeFds> } | { readonly ok: false; readonly message: string } {
   const steps: MountStep[] = [];
   const trees = new Map<string, TreeFds>();
   const writableRoots = requests.filter((r) => r.isWritable).map((r) => r.p);
   for (const { p, flag, isWritable } of requests) {
-    if (isWritable && writableRoots.some((root) => root !== p && isWithin(p, root))) continue;
     const result = openTree(p, flag);
     if (!result.ok) return result;
     fds.push(result.tree.fd);
     trees.set(p, { own: result.tree.fd, child: TREE_FD_BASE + fds.length - 1 });
+    if (isWritable && writableRoots.some((root) => root !== p && isWithin(p, root))) continue;
     const source = `/proc/self/fd/${TREE_FD_BASE + fds.length - 1}`;
     steps.push({ dest: p, args: [isWritable ? '--bind' : '--ro-bind', source, p], expect: `=${result.tree.identity}` });
   }
@@ -263,7 +272,8 @@ function planView(spec: SandboxSpec, env: Record<string, string>, writable: read
     '--seccomp', String(SECCOMP_FD),
     '--', node, SANDBOX_INIT, String(spec.port), insideSocket, String(HANDSHAKE_FD), JSON.stringify(expectations), ...spec.command,
   ];
-  return { ok: true, plan: { args, env, fds, protections, watched: protect.watched.filter((p) => !isMasked(p)) } };
+  const watched = protect.watched.filter((p) => !isMasked(p)).map((p) => ({ path: p, via: throughTree(opened.trees, p, 'own') }));
+  return { ok: true, plan: { args, env, fds, protections, watched } };
 }
 
 type MaskResult = { readonly ok: true; readonly steps: readonly MountStep[] } | { readonly ok: false; readonly message: string };

