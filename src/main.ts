@@ -271,7 +271,7 @@ interface RunFlags extends GrantIssueFlags {
 /**
  * What the sandbox must not see of Sluice: the --config given, and every running Sluice's config
  * (found in /proc), with the files each names, resolved against that Sluice's working directory,
- * wherever its config lies (review security-2026-12-04, finding 5: `cd ~/proj && sluice start --config
+ * wherever its config lies (review 2026-12-04 finding 5: `cd ~/proj && sluice start --config
  * ~/.config/sluice.yaml` keeps ./state and the audit file in the project).
  */
 async function hiddenSluicePaths(options: RunFlags): Promise<string[]> {

@@ -36,7 +36,7 @@ function confinementGap(): string | null {
 const O_CLOEXEC = 0o2000000;
 
 /**
- * Descriptors at or above 3 that exec(2) would hand the command (review security-2026-12-04, finding
+ * Descriptors at or above 3 that exec(2) would hand the command (review 2026-12-04 finding
  * 1): whatever bwrap and sluice run passed on, the opened trees among them. Node's own are close-on-exec.
  */
 function inheritable(): number[] {

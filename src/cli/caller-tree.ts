@@ -1,5 +1,5 @@
 // What the caller's own tools execute from a tree `sluice run` makes writable stays read-only inside
-// (review security-2026-12-04, finding 2: the command wrote core.fsmonitor into .git/config and the
+// (review 2026-12-04 finding 2: the command wrote core.fsmonitor into .git/config and the
 // caller's next `git status` ran it unconfined, in the host's network namespace). The names are the
 // union of Anthropic's sandbox-runtime (dangerous files and directories, .git/hooks and .git/config)
 // and codex (the git directory of every writable root), plus the editors' and agents' own config.

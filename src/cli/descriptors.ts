@@ -1,4 +1,4 @@
-// What `sluice run` does with the descriptors it was started with (review security-2026-12-04,
+// What `sluice run` does with the descriptors it was started with (review 2026-12-04
 // finding 1). exec(2) passes on every descriptor without close-on-exec, and neither Node's spawn, nor
 // bubblewrap, nor the init closes them: a directory descriptor the caller's shell held (`exec 20</`)
 // reached the command and read /etc/shadow through /proc/self/fd/20 from outside every namespace.

@@ -1,4 +1,4 @@
-// Mount what was checked (review security-2026-12-04, finding 4): a running sandbox swapped a directory
+// Mount what was checked (review 2026-12-04 finding 4): a running sandbox swapped a directory
 // for a symlink between the plan's realpath and bubblewrap's mount, and a later run mounted a host
 // directory of the attacker's choice read-write. So each tree is opened once (O_PATH|O_NOFOLLOW), the
 // descriptor's own path is what the plan checks, and bubblewrap binds /proc/self/fd/N: the inode that

@@ -45,7 +45,7 @@ export function findRunningConfigs(proc = '/proc', guessDirs: readonly string[] 
       cwd = null;
     }
     // An unreadable cwd: its relative paths (./state, ./audit.jsonl) may lie in any shown tree, so each
-    // is taken as the working directory it could be (review 2026-12-04, finding 5, unprivileged caller).
+    // is taken as the working directory it could be (review 2026-12-04 finding 5, unprivileged caller).
     const dirs = cwd !== null ? [cwd] : path.isAbsolute(file) ? guessDirs : guessDirs.filter((dir) => fs.existsSync(path.resolve(dir, file)));
     for (const dir of dirs) configs.set(`${path.resolve(dir, file)}\0${dir}`, { file: path.resolve(dir, file), cwd: dir });
   }

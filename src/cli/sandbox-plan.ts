@@ -110,7 +110,7 @@ export const TREE_FD_BASE = 5;
 export function planSandbox(spec: SandboxSpec): PlanResult {
   const env = sandboxEnv(spec);
   if (!env.ok) return env;
-  // Never follow a symlink to a tree (review 2026-12-04, finding 4): one that a sandbox can write can be
+  // Never follow a symlink to a tree (review 2026-12-04 finding 4): one that a sandbox can write can be
   // pointed anywhere, and the checks below would judge the target while the caller named the link. Each
   // path is resolved once; what is opened (and checked again through its descriptor) is the path itself.
   const requested = [...(spec.writable.length > 0 ? spec.writable : [spec.cwd]).map((p) => ['--write', p] as const), ...spec.readable.map((p) => ['--read', p] as const)];

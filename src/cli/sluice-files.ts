@@ -1,4 +1,4 @@
-// The files of one running Sluice that no sandbox may see or hold (review security-2026-12-04, finding
+// The files of one running Sluice that no sandbox may see or hold (review 2026-12-04 finding
 // 5): its config, state directory, audit file, secrets, TLS keys, admin socket directory and every
 // listener's socket, resolved against that Sluice's working directory (ADR 0006), wherever its config
 // lies. Read from the YAML directly, not through the config module: `sluice run` does this for every

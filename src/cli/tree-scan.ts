@@ -1,6 +1,6 @@
 // Walks a tree `sluice run` will show, once, for what the plan must cover in it: every Unix socket file
 // (whatever /proc/net/unix says: a server in another network namespace, or bound by a relative path,
-// is not listed there; review security-2026-12-04, finding 3) and every git directory or `.git` file
+// is not listed there; review 2026-12-04 finding 3) and every git directory or `.git` file
 // (the caller's tools run what those hold; finding 2). Never follows a symbolic link. Bounded: a walk
 // that would exceed its budget is an answer too, and the run refuses rather than show what it did not see.
 import fs from 'node:fs';

@@ -13,7 +13,7 @@ export function isUnixListen(listen: string): boolean {
 /**
  * A `unix:` address with its path resolved against `cwd` (Sluice's working directory), any other as
  * given. A relative socket path is bound relative, and /proc/net/unix then lists it relative, where
- * `sluice run`'s socket mask never sees it (issue 23, finding 3 of the second security review): every
+ * `sluice run`'s socket mask never sees it (issue 23, review 2026-12-04 finding 3): every
  * unix: listen is resolved where it is accepted, config and admin API alike, and stored so.
  */
 export function resolveListen(listen: string, cwd: string): string {

@@ -98,7 +98,7 @@ export function createControl(deps: ControlDeps): ProxyControl {
     const parsed = grantSpecSchema.safeParse(body);
     if (!parsed.success) return fail(400, 'grant_invalid', parsed.error.issues.map((i) => ({ path: formatKeyPath(i.path), message: i.message })));
     // Resolved before the in-use check, the bind and the ledger: a relative socket is never bound
-    // (issue 23, finding 3 of the second security review).
+    // (issue 23, review 2026-12-04 finding 3).
     const spec: GrantSpec = parsed.data.listen === undefined ? parsed.data : { ...parsed.data, listen: resolveListen(parsed.data.listen, deps.cwd) };
     const probe = registry.compile({ id: 'probe', spec, revoked: false, tokenSha256: null }, '');
     if (!probe.ok) return fail(400, 'grant_invalid', probe.issues);

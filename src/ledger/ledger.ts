@@ -133,7 +133,7 @@ export class Ledger {
   /**
    * A record from the file or the shared store, with a relative `unix:` listen resolved against Sluice's
    * working directory: bound relative, /proc/net/unix would list it relative, where `sluice run`'s socket
-   * mask never sees it (issue 23, finding 3 of the second security review).
+   * mask never sees it (issue 23, review 2026-12-04 finding 3).
    */
   private withAbsoluteListen(record: GrantRecord): GrantRecord {
     const listen = record.spec.listen;

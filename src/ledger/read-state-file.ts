@@ -1,7 +1,7 @@
 // Reads a state file (ledger.json, usage.json) only if nobody but Sluice's user could have written it.
 // The ledger decides which grants exist and which stay revoked: a sandbox or another user able to
 // rewrite it could un-revoke a grant or add an unrestricted one that the next start obeys (issue 23,
-// finding 5 of the second security review). Sluice writes these files 0600 itself (store.ts), so any
+// review 2026-12-04 finding 5). Sluice writes these files 0600 itself (store.ts), so any
 // other owner, mode or file type means someone else put it there.
 import type { Stats } from 'node:fs';
 import { constants } from 'node:fs';

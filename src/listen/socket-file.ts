@@ -56,7 +56,7 @@ const PATH_TAKEN = 'the path exists and something answers on it, or it is not a 
 export async function bindUnixSocket(server: net.Server, file: string, gid: number | null, probe: UnixSocketProbe): Promise<SocketFile> {
   // Every caller resolves its path where it accepts it (config, admin API, ledger). A relative one bound
   // here would be listed relative in /proc/net/unix, where `sluice run` never masks it (issue 23,
-  // finding 3 of the second security review): a bug in the caller, never bound.
+  // review 2026-12-04 finding 3): a bug in the caller, never bound.
   if (!path.isAbsolute(file)) throw new Error(`unix:${file}: a relative socket path reached bindUnixSocket; resolve it against the working directory where it is accepted`);
   await ensureSocketDir(file);
   await removeStaleSocket(file, probe);

@@ -6,7 +6,8 @@
 //   in the repository, or a path outside it;
 // - "principle AN" names no `## AN:` heading of docs/principles.md;
 // - "scenario N" names no row of docs/scenarios.md;
-// - "review 2026-12 finding N" names no `## Finding N` section of docs/reviews/security-2026-12.md.
+// - "review 2026-12 finding N" names no `## Finding N` section of docs/reviews/security-2026-12.md, or
+//   "review 2026-12-04 finding N" none of docs/reviews/security-2026-12-04.md.
 // Regexes only, no dependency. Each kind of citation must be found a minimum number of times, so that a
 // broken pattern cannot make the test pass by finding nothing.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -122,6 +123,10 @@ const findingIds = new Set(
   [...readDoc('docs/reviews/security-2026-12.md').matchAll(/^##\s+Finding\s+(\d+)\b/gm)].map((m) => Number(m[1])),
 );
 
+const secondFindingIds = new Set(
+  [...readDoc('docs/reviews/security-2026-12-04.md').matchAll(/^##\s+Finding\s+(\d+)\b/gm)].map((m) => Number(m[1])),
+);
+
 // ---- the citations ----
 
 const LIST = String.raw`\d+(?:\s*(?:[-–]|,|\band\b)\s*\d+)*`;
@@ -130,6 +135,7 @@ const principleHits = hits(/\b(?:principles?|seed)\s+(A\d(?:\s*(?:,|\band\b|\/)\
 );
 const scenarioHits = hits(new RegExp(String.raw`\bscenarios?\s+(${LIST})`, 'gi'), (m) => expandList(m[1] ?? ''));
 const findingHits = hits(new RegExp(String.raw`\breview\s+2026-12,?\s+findings?\s+(${LIST})`, 'gi'), (m) => expandList(m[1] ?? ''));
+const secondFindingHits = hits(new RegExp(String.raw`\breview\s+2026-12-04\s+findings?\s+(${LIST})`, 'gi'), (m) => expandList(m[1] ?? ''));
 
 /** Documents that are not in this repository, and the forms that cite them. */
 const OUTSIDE: readonly (readonly [RegExp, string])[] = [
@@ -222,6 +228,13 @@ describe('citations resolve inside the repository (CONTRIBUTING.md, "Citations")
 
   it('cites only scenarios that docs/scenarios.md lists', () => {
     const unknown = scenarioHits.filter((h) => h.ids.length === 0 || h.ids.some((id) => !scenarioIds.has(id))).map((h) => `${h.where}: "${h.match}"`);
+    expect(unknown).toEqual([]);
+  });
+
+  it('cites only findings of review 2026-12-04 that docs/reviews/security-2026-12-04.md has', () => {
+    expect(secondFindingIds.size, 'docs/reviews/security-2026-12-04.md has a ## Finding N section for findings 1-10').toBe(10);
+    expect(secondFindingHits.length, 'the code cites the second review somewhere').toBeGreaterThan(5);
+    const unknown = secondFindingHits.filter((h) => h.ids.length === 0 || h.ids.some((id) => !secondFindingIds.has(id))).map((h) => `${h.where}: "${h.match}"`);
     expect(unknown).toEqual([]);
   });
 

@@ -1,5 +1,5 @@
 // A run-time grant's relative `unix:` listen is resolved where it is accepted and bound absolute (issue
-// 23, finding 3 of the second security review). Before, `POST /v1/grants {"listen":"unix:agents/c.sock"}`
+// 23, review 2026-12-04 finding 3). Before, `POST /v1/grants {"listen":"unix:agents/c.sock"}`
 // bound the staging path `agents/.sluice-XXXX/s`, so /proc/net/unix listed it relative, `sluice run`'s
 // socket mask (which keeps only absolute entries) never saw it, and a sandbox used that grant's
 // authority. Driven through the real admin socket (curl) of a started Sluice, a ledger written by an

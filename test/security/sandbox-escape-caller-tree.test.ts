@@ -1,5 +1,5 @@
 // Threat: the command plants code in its writable tree that the caller's own tools run later, outside
-// the sandbox (review 2026-12-04, finding 2, high). `sluice run` binds the working directory
+// the sandbox (review 2026-12-04 finding 2, high). `sluice run` binds the working directory
 // read-write as a whole, .git included: the review set core.fsmonitor in .git/config, and the
 // caller's next `git status` ran it unconfined, in the host network namespace; a planted pre-commit
 // hook runs the same way, and so do .envrc (direnv), shell rc files, .npmrc, .vscode tasks and .mcp.json.
@@ -27,7 +27,7 @@ const skip = sandboxSkipReason();
 if (skip !== null) console.log(`skipping sandbox-escape-caller-tree: ${skip}`);
 
 const HOST_GIT = ['-c', 'user.name=host', '-c', 'user.email=host@example.test'];
-/** Every name protected at a writable root (what the caller's tools run or obey), as the brief lists them. */
+/** Every name protected at a writable root (what the caller's tools run or obey), as src/cli/caller-tree.ts lists them (issue 23). */
 const PROTECTED_ROOT_NAMES = [
   '.gitmodules', '.gitconfig', '.envrc', '.bashrc', '.bash_profile', '.bash_login', '.bash_logout', '.profile', '.zshrc', '.zprofile', '.zshenv',
   '.zlogin', '.zlogout', '.npmrc', '.ripgreprc', '.mcp.json', '.vscode', '.idea', '.claude', '.codex', '.cursor', '.git',

@@ -1,4 +1,4 @@
-// Threat: descriptors the caller of `sluice run` holds cross into the sandbox (review 2026-12-04,
+// Threat: descriptors the caller of `sluice run` holds cross into the sandbox (review 2026-12-04
 // finding 1, critical; finding 8 for pidfd_getfd). Node's spawn, bwrap and the init each pass on
 // every descriptor without close-on-exec, so a directory descriptor opened outside escapes the mount
 // namespace: the review read /etc/shadow and wrote host files through /proc/self/fd/21, and reached

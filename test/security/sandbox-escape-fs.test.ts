@@ -6,7 +6,7 @@
 //   read-only, and nothing else of DIR (config, ledger, audit file, sockets) is there to read or use;
 // - `--destination … --config DIR/sluice.yaml --read DIR` from DIR/work: the config file, the state
 //   directory and the audit file are masked, so the command can neither read nor change them, nor
-//   move the state directory away from Sluice. DIR itself writable is refused (review 2026-12-04,
+//   move the state directory away from Sluice. DIR itself writable is refused (review 2026-12-04
 //   finding 5: a command that may rename a parent of Sluice's files can plant its own in their place).
 // The attempts come from test/support/sandbox-attacks.sh; the host checks what changed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 // Threat: the command connects to a Unix socket file it can see, other than its own grant's (review
-// 2026-12-04, finding 3, high). `sluice run` masked only the sockets /proc/net/unix lists by an
+// 2026-12-04 finding 3, high). `sluice run` masked only the sockets /proc/net/unix lists by an
 // absolute path: a run-time grant bound by a relative `listen` (`unix:agents/c.sock`) is listed by
 // that relative path and stayed visible, so grant a's sandbox acted as grant c through it; a server
 // in another network namespace is not listed at all; and any other local server bound under a

@@ -1,5 +1,5 @@
 // Threat: the command reads or rewrites Sluice's ledger and audit file because they lie in a tree it
-// sees, while Sluice's config lies elsewhere (review 2026-12-04, finding 5, medium). The review
+// sees, while Sluice's config lies elsewhere (review 2026-12-04 finding 5, medium). The review
 // started `cd P && sluice start --config C/sluice.yaml` (C outside P, `state: ./state`, `audit.file:
 // ./audit.jsonl`): `sluice run` hid a running Sluice's files only when its config was under a visible
 // tree, so from P the command un-revoked a grant, injected an unrestricted one that loaded at the

@@ -2,7 +2,7 @@
 // 2026-12, findings 1-5, 9, 12; issue 12). The setup is the review's worst case, started the review's
 // way: `cd DIR && node bin/sluice.js start --config sluice.yaml` (a real child process, every path in
 // its config relative to DIR), then `sluice run --grant-socket DIR/state/a.sock --read DIR --write DIR/work` from DIR/work (DIR itself writable
-// is refused: it holds the state; review 2026-12-04, finding 5). DIR holds
+// is refused: it holds the state; review 2026-12-04 finding 5). DIR holds
 // Sluice's sluice.yaml, its state/ (admin socket, ledger), its audit.jsonl and the dedicated sockets
 // of grant a (the command's: only allowed.test) and grant b (a loopback origin serving
 // SECRET-LOOPBACK-ORIGIN). `sluice run` is not told where Sluice's config is: it must find the running
@@ -102,7 +102,7 @@ describe.skipIf(skip !== null).each(identities())('sluice run --grant-socket --r
 
   itRanTheWholeScript(() => attack);
 
-  // Review security-2026-12-04, finding 5: a writable tree that holds a running Sluice's state is
+  // review 2026-12-04 finding 5: a writable tree that holds a running Sluice's state is
   // refused (the command could move a parent and plant its own), wherever Sluice's config lies.
   it('refuses DIR itself as the writable tree (the default from DIR): it holds Sluice’s state', async () => {
     const refused = await runAttacks(w, identity, victim, { groups: [], args: ['--grant-socket', w.aSocket], cwd: w.dir });

@@ -302,7 +302,7 @@ if has_group priv; then
   succeeds unshare-user-net unshare -Urn true
   py seccomp-keyctl syscall keyctl
   py seccomp-bpf syscall bpf
-  # Review 2026-12-04, finding 8: calls the deny-list missed, and numbers newer than its table.
+  # Review 2026-12-04 finding 8: calls the deny-list missed, and numbers newer than its table.
   py seccomp-open-tree-attr syscall open_tree_attr
   py seccomp-pidfd-getfd pidfd_getfd
   py seccomp-modify-ldt syscall modify_ldt

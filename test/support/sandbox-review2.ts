@@ -1,4 +1,4 @@
-// Owns what the escape tests of the second review (security-2026-12-04, findings 1-5) share: scratch
+// Owns what the escape tests of the second review (review 2026-12-04 findings 1-5) share: scratch
 // directories that the identity under test owns, a plain Sluice with one grant socket (its config,
 // state and admin socket outside every tree the command sees, unless a test puts them inside on
 // purpose), host-side commands run as that identity (git, the descriptor wrapper), the admin API over

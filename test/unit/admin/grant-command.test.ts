@@ -136,7 +136,7 @@ describe('parseGrantIssueOptions', () => {
     });
   });
 
-  // Issue 23, finding 3 of the second security review: the user means a path in their own directory,
+  // Issue 23, review 2026-12-04 finding 3: the user means a path in their own directory,
   // and the admin API gets it absolute.
   it.each([
     ['unix:agents/c.sock', '/home/u/proj', 'unix:/home/u/proj/agents/c.sock'],

@@ -1,4 +1,4 @@
-// Threat (review security-2026-12-04, finding 2; finding 4 for creating through the opened tree): the
+// Threat (review 2026-12-04 finding 2; finding 4 for creating through the opened tree): the
 // command writes what the caller's own tools run unconfined afterwards: .git/config (core.fsmonitor),
 // .git/hooks, a worktree's commondir, .envrc, shell rc files, .vscode tasks. So every such name that
 // exists in a writable tree is bound read-only (a git directory pinned); a symlink there, a root `.git`

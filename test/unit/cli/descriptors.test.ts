@@ -1,4 +1,4 @@
-// Threat (review security-2026-12-04, finding 1): a descriptor the caller's process held without
+// Threat (review 2026-12-04 finding 1): a descriptor the caller's process held without
 // close-on-exec (`exec 20</` in its shell, a control pipe, a listening socket) crosses exec(2) into the
 // sandbox; through /proc/self/fd/N a directory reaches outside every namespace (/etc/shadow, the admin
 // socket). Tested on the class, not an instance: a real process is started holding one descriptor of

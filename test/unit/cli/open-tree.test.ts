@@ -1,4 +1,4 @@
-// Threat (review security-2026-12-04, finding 4): a running sandbox swaps a directory of its tree for a
+// Threat (review 2026-12-04 finding 4): a running sandbox swaps a directory of its tree for a
 // symlink between the plan's check and the mount (won 12 of 40), and the next run mounts a host
 // directory of its choosing read-write. openTree opens the tree once, reads back where the descriptor
 // really is, and refuses anything but the checked path; the descriptor then pins that inode whatever

@@ -48,7 +48,7 @@ describe('findRunningConfigs', () => {
     }
   });
 
-  // Review 2026-12-04, finding 5, as an unprivileged caller: root's `cd P && sluice start --config
+  // Review 2026-12-04 finding 5, as an unprivileged caller: root's `cd P && sluice start --config
   // /etc/x.yaml` keeps ./state in P, and P is where the caller runs `sluice run` from.
   it('takes every shown tree as the working directory an absolute config’s relative paths may resolve against, when the cwd cannot be read', () => {
     const found = findRunningConfigs(proc, ['/home/u/p', '/home/u/q']).filter((c) => c.file === '/etc/root-sluice.yaml');

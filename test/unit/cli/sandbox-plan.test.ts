@@ -167,7 +167,7 @@ describe('planSandbox: the filesystem view', () => {
     expect(m).toContain(`--tmpfs ${path.join(project, 'state')}`);
   });
 
-  // Review security-2026-12-04, finding 5: a mask in a writable tree does not stop the command from
+  // review 2026-12-04 finding 5: a mask in a writable tree does not stop the command from
   // renaming the masked path's parent and putting its own file where Sluice will read it next.
   it('refuses a writable tree that holds Sluice’s config, state or audit file, naming it', () => {
     for (const hidden of ['sluice.yaml', 'state', 'state/ledger.json']) {
@@ -190,7 +190,7 @@ describe('planSandbox: the filesystem view', () => {
     }
   });
 
-  it('binds each tree from the descriptor it opened, whose path is the tree (review 2026-12-04, finding 4)', () => {
+  it('binds each tree from the descriptor it opened, whose path is the tree (review 2026-12-04 finding 4)', () => {
     const planned = planSandbox(spec({ readable: [path.join(project, 'src')] }));
     if (!planned.ok) throw new Error(planned.message);
     try {

@@ -1,7 +1,7 @@
 // The seccomp filter handed to bubblewrap, run through a classic-BPF interpreter over seccomp_data:
 // what it denies (namespace and mount calls, keyrings, ptrace, raw and exotic socket families, TIOCSTI,
 // another ABI or architecture), that every number the table does not know is ENOSYS (review
-// 2026-12-04, finding 8: calls newer than the table passed), and what a proxied command needs (TCP,
+// 2026-12-04 finding 8: calls newer than the table passed), and what a proxied command needs (TCP,
 // Unix sockets, threads, fork). The verdict for every number is derived from the declared table.
 import { describe, expect, it } from 'vitest';
 import { buildSeccompFilter, deniedSyscalls, isSeccompArchSupported, seccompSyscallTable } from '../../../src/cli/index.js';

@@ -1,4 +1,4 @@
-// Which files of a running Sluice `sluice run` keeps from the command (review security-2026-12-04,
+// Which files of a running Sluice `sluice run` keeps from the command (review 2026-12-04
 // finding 5): `cd ~/proj && sluice start --config ~/.config/sluice.yaml` keeps ./state and the audit
 // file in the project, so they are resolved against Sluice's working directory, wherever the config
 // lies; every secret and socket the YAML names counts, and so do run-time grant sockets in its ledger.

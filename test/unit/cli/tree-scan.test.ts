@@ -1,4 +1,4 @@
-// Threat (review security-2026-12-04, findings 2 and 3): a socket file under a tree the sandbox sees is
+// Threat (review 2026-12-04 finding 2 and 3): a socket file under a tree the sandbox sees is
 // another grant's authority (or the admin API) when /proc/net/unix does not list it (bound by a relative
 // path, or by a server in another network namespace); a git directory in a writable tree holds what the
 // caller's git runs next. The walk must find both, however deep, inside git directories too (they are

@@ -228,7 +228,7 @@ describe('issueGrant with a dedicated listener', () => {
     expect((await reopened(s)).get(id)?.revokedAt).not.toBeNull();
   });
 
-  // Issue 23, finding 3 of the second security review: bound relative, /proc/net/unix listed the socket
+  // Issue 23, review 2026-12-04 finding 3: bound relative, /proc/net/unix listed the socket
   // relative and `sluice run` never masked it.
   it('resolves a relative unix: listen against Sluice\'s working directory before the in-use check, the bind and the ledger', async () => {
     const s = await build();

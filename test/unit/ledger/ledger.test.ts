@@ -1,5 +1,5 @@
-// A run-time grant's `unix:` listen is absolute once the ledger holds it (issue 23, finding 3 of the
-// second security review): a ledger written before, with `"listen": "unix:agents/c.sock"`, is resolved
+// A run-time grant's `unix:` listen is absolute once the ledger holds it (issue 23; review 2026-12-04
+// finding 3): a ledger written before, with `"listen": "unix:agents/c.sock"`, is resolved
 // against Sluice's working directory when loaded and written back so, and so is a record another
 // instance of a fleet stored relative.
 import fs from 'node:fs';

@@ -1,5 +1,5 @@
-// The ledger is refused when someone other than Sluice's user could have written it (issue 23, finding 5
-// of the second security review): a sandbox that rewrote state/ledger.json un-revoked a grant and
+// The ledger is refused when someone other than Sluice's user could have written it (issue 23; review 2026-12-04
+// finding 5): a sandbox that rewrote state/ledger.json un-revoked a grant and
 // injected an unrestricted one, which the next start obeyed. A state file must be a regular file (never
 // a symlink), owned by Sluice's uid, with no group or other permission bits.
 import { spawnSync } from 'node:child_process';

@@ -77,7 +77,7 @@ describe('bindSocket', () => {
     expect(await isUnixSocketAlive(file)).toBe(true);
   });
 
-  // Issue 23, finding 3 of the second security review: a socket bound by a relative path is listed
+  // Issue 23, review 2026-12-04 finding 3: a socket bound by a relative path is listed
   // relative in /proc/net/unix, where `sluice run`'s socket mask never sees it.
   it.each(['unix:rel.sock', 'unix:./agents/c.sock'])('refuses %s (relative: a caller that did not resolve it), creating and listening on nothing', async (listen) => {
     const s = track(net.createServer());
