@@ -47,7 +47,7 @@ export async function runConfined(options: RunOptions, io: RunIo): Promise<numbe
     return EXIT_CONFINEMENT_FAILED;
   };
   if (!isSeccompArchSupported(options.arch)) return refuse(`no seccomp filter for architecture ${options.arch}`);
-  // Start from nothing: what the caller's process held is not the command's (finding 1 of the review).
+  // Start from nothing: what the caller's process held is not the command's (review 2026-12-04 finding 1).
   const left = closeInheritedDescriptors();
   if (left.length > 0) return refuse(`cannot close inherited descriptors ${left.join(', ')}`);
   const stdio = stdioRefusal();
