@@ -15,7 +15,7 @@ import { giveTo, identities, killAll, sandboxSkipReason, type Identity, type Run
 import { killSluiceProcesses } from '../support/sluice-process.js';
 import { waitUntil } from '../support/wait.js';
 import {
-  BIN, HOST_PATH, PY_PRELUDE, attemptLine, describeRun, escapeRe, fileState, grantConfig, removeScratch, scratchDir, sluiceRun, startCommand, startGrantSluice, verdicts,
+  BIN, HOST_PATH, PY_PRELUDE, attemptLine, describeRun, escapeRe, expectWritableRefused, fileState, grantConfig, removeScratch, scratchDir, sluiceRun, startCommand, startGrantSluice, verdicts,
   type GrantSluice, type Verdicts,
 } from '../support/sandbox-review2.js';
 
@@ -125,10 +125,7 @@ describe.skipIf(skip !== null).each(identities())('sluice run: Sluice’s state 
   it('refuses, exit 125, P as the writable tree: it holds the running Sluice’s state and audit file', async () => {
     const marker = path.join(p, 'ran');
     const r = await sluiceRun(['--grant-socket', sluice.grantSocket, '--', 'sh', '-c', `echo ran > ${marker}`], { cwd: p, identity, home });
-    expect(r.code, describeRun(r)).toBe(125);
-    // Whichever of the running Sluice's files under P is found first is named (state dir, ledger, audit file…).
-    expect(r.stderr, describeRun(r)).toMatch(new RegExp(`refusing to make ${escapeRe(p)} writable: it holds ${escapeRe(p)}/\\S+, which is a running Sluice's`));
-    expect(fileState(marker)).toBe('absent');
+    expectWritableRefused(r, p, marker);
   }, 60_000);
 
   it('runs every attempt from P/work with P shown read-only', () => {

@@ -10,7 +10,9 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import { expect } from 'vitest';
 import { asIdentity, callerEnv, startSluiceRun, track, type Identity, type RunResult } from './sandbox.js';
+import { reportLines } from './sandbox-worst-case.js';
 import { startSluiceProcess, type SluiceProcess } from './sluice-process.js';
 
 export { BIN } from './sandbox.js';
@@ -254,14 +256,18 @@ export interface Verdicts {
 }
 
 export function verdicts(run: RunResult): Verdicts {
-  const attempts = new Map<string, string>();
-  const checks = new Map<string, string>();
-  for (const line of run.stdout.split('\n')) {
-    const m = /^(ATTEMPT|CHECK) (\S+) (.*)$/.exec(line);
-    if (m === null) continue;
-    (m[1] === 'ATTEMPT' ? attempts : checks).set(m[2] ?? '', m[3] ?? '');
-  }
+  const { verdicts: attempts, checks } = reportLines(run.stdout, 'ATTEMPT');
   return { attempts, checks, ended: /^END$/m.test(run.stdout), summary: describeRun(run) };
+}
+
+/**
+ * A writable tree holding a running Sluice's files is refused before the command runs: exit 125, the
+ * tree and whichever of its Sluice files was found first named, and `marker` (the command's) absent.
+ */
+export function expectWritableRefused(r: RunResult, dir: string, marker: string): void {
+  expect(r.code, describeRun(r)).toBe(125);
+  expect(r.stderr, describeRun(r)).toMatch(new RegExp(`refusing to make ${escapeRe(dir)} writable: it holds ${escapeRe(dir)}/\\S+, which is a running Sluice's`));
+  expect(fileState(marker)).toBe('absent');
 }
 
 /** The whole line, so that a failing expectation prints what happened (and the run's stderr if absent). */

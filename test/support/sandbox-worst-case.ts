@@ -516,15 +516,21 @@ export interface Report {
 }
 
 export function parseReport(run: RunResult): Report {
-  const attacks = new Map<string, string>();
-  const checks = new Map<string, string>();
-  for (const line of run.stdout.split('\n')) {
-    const m = /^(ATTACK|CHECK) (\S+) (.*)$/.exec(line);
-    if (m === null) continue;
-    (m[1] === 'ATTACK' ? attacks : checks).set(m[2] ?? '', m[3] ?? '');
-  }
+  const { verdicts: attacks, checks } = reportLines(run.stdout, 'ATTACK');
   const summary = `sluice run exited ${run.code ?? run.signal}; stderr: ${run.stderr.trim().slice(0, 600) || '(empty)'}`;
   return { attacks, checks, completed: /^END$/m.test(run.stdout), summary };
+}
+
+/** The `<KIND> name verdict…` and `CHECK name verdict…` lines of a script's output, by name. */
+export function reportLines(stdout: string, kind: string): { readonly verdicts: Map<string, string>; readonly checks: Map<string, string> } {
+  const verdicts = new Map<string, string>();
+  const checks = new Map<string, string>();
+  for (const line of stdout.split('\n')) {
+    const m = /^(\S+) (\S+) (.*)$/.exec(line);
+    if (m === null || (m[1] !== kind && m[1] !== 'CHECK')) continue;
+    (m[1] === kind ? verdicts : checks).set(m[2] ?? '', m[3] ?? '');
+  }
+  return { verdicts, checks };
 }
 
 /** "<name> <verdict …>" for an attack, so that a failing expectation prints the whole line. */
