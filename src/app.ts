@@ -9,7 +9,7 @@ import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSyst
 import { buildRoutes, type BuiltRoutes, type PacSource, type RouteSelector } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive, LearnedMechanisms, systemGss, upstreamFailureLogger, type Gss } from './egress/index.js';
 import { checkAdminSection, resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
-import { BoundUpstreams, createForwardAgent, createUpstreamClient, type ForwardAgent, type RelayLimits } from './relay/index.js';
+import { BoundUpstreams, createForwardAgent, createUpstreamClient, PrincipalPools, type RelayLimits } from './relay/index.js';
 import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
 import { AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
@@ -232,12 +232,8 @@ export async function buildRuntime(
     now: Date.now,
     audit,
     log,
-    forwardAgent: createForwardAgent({ connect: createPinnedConnector(dialOptions), headersTimeoutMs: config.timeouts.originResponseMs, bodyTimeoutMs: config.timeouts.idleMs }),
-    upstreamAgent: createForwardAgent({
-      connect: upstreamConnector,
-      headersTimeoutMs: config.timeouts.originResponseMs,
-      bodyTimeoutMs: config.timeouts.idleMs,
-    }),
+    forwardAgent: new PrincipalPools(() => createForwardAgent({ connect: createPinnedConnector(dialOptions), ...forwardTimeouts })),
+    upstreamAgent: new PrincipalPools(() => createForwardAgent({ connect: upstreamConnector, ...forwardTimeouts })),
     boundUpstreams: new BoundUpstreams((origin) => createUpstreamClient(origin, { connect: upstreamConnector, ...forwardTimeouts })),
     dial: dialOptions,
     upstream: upstreamOptions,
@@ -259,7 +255,7 @@ export async function buildRuntime(
   const useTunables = (next: Config): void => {
     // The operational log's level, when it is Sluice's own pino logger (a caller's log keeps its own).
     if (options.log === undefined && 'level' in log) (log as { level: string }).level = next.log.level;
-    const writable = runtime as { relay: RelayLimits; handshakeTimeoutMs: number; maxHeaderCount: number; forwardAgent: ForwardAgent; upstreamAgent: ForwardAgent };
+    const writable = runtime as { relay: RelayLimits; handshakeTimeoutMs: number; maxHeaderCount: number; forwardAgent: PrincipalPools; upstreamAgent: PrincipalPools };
     (dialOptions as { timeoutMs: number }).timeoutMs = next.timeouts.dialMs;
     (upstreamOptions as { timeoutMs: number }).timeoutMs = next.timeouts.upstreamMs;
     forwardTimeouts.headersTimeoutMs = next.timeouts.originResponseMs;
@@ -272,8 +268,8 @@ export async function buildRuntime(
     if (next.timeouts.originResponseMs !== config.timeouts.originResponseMs || next.timeouts.idleMs !== config.timeouts.idleMs) {
       // undici takes its timeouts at construction: new agents for new requests; the old ones finish theirs.
       const [forward, upstream] = [runtime.forwardAgent, runtime.upstreamAgent];
-      writable.forwardAgent = createForwardAgent({ connect: createPinnedConnector(dialOptions), headersTimeoutMs: next.timeouts.originResponseMs, bodyTimeoutMs: next.timeouts.idleMs });
-      writable.upstreamAgent = createForwardAgent({ connect: upstreamConnector, headersTimeoutMs: next.timeouts.originResponseMs, bodyTimeoutMs: next.timeouts.idleMs });
+      writable.forwardAgent = new PrincipalPools(() => createForwardAgent({ connect: createPinnedConnector(dialOptions), ...forwardTimeouts }));
+      writable.upstreamAgent = new PrincipalPools(() => createForwardAgent({ connect: upstreamConnector, ...forwardTimeouts }));
       void forward.close().catch(() => undefined);
       void upstream.close().catch(() => undefined);
     }

@@ -74,6 +74,8 @@ export class Ledger {
   private readonly rotatedListeners = new Set<(record: GrantRecord) => void>();
   /** Revocations made here that the shared store has not taken yet (it was away): retried by sync. */
   private readonly unsent = new Map<string, { readonly kind: 'revoke' | 'forget'; readonly at: string }>();
+  /** Until when (performance.now()) the shared store counts as away: calls try once, without waiting. */
+  private storeAwayUntil = 0;
   /** The shared store's revision this instance has applied (0 with the file store). */
   revision = 0;
 
@@ -178,8 +180,18 @@ export class Ledger {
     while (this.records.has(id) || this.revoked.has(id));
     const token = newToken();
     const record: GrantRecord = { id, source: 'runtime', spec, tokenSha256: tokenSha256Hex(token), issuedAt: this.now().toISOString(), revokedAt: null };
-    // Shared: the store takes it first (it refuses an id taken anywhere in the fleet); an error is thrown.
-    if (this.shared !== null && !(await this.shared.issue(record))) return this.issue(spec);
+    // Shared: the store takes it first (it refuses an id taken anywhere in the fleet). Only a grant the
+    // store took is answered 201; otherwise 503, never 500 (review 2026-12-04 finding 7).
+    if (this.shared !== null) {
+      const shared = this.shared;
+      let taken: boolean;
+      try {
+        taken = await this.untilStoreAnswers(() => shared.issue(record));
+      } catch (error) {
+        throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `the ledger store ${shared.label} did not take the grant (${(error as Error).message}); nothing was issued`, { cause: error });
+      }
+      if (!taken) return this.issue(spec);
+    }
     this.records.set(id, record);
     await this.persist();
     this.emit({ kind: 'issued', record });
@@ -207,7 +219,8 @@ export class Ledger {
     if (this.shared !== null) {
       let taken: 'rotated' | 'unknown' | 'conflict';
       try {
-        taken = await this.shared.rotate(rotated, record.tokenSha256 ?? '');
+        const shared = this.shared;
+        taken = await this.untilStoreAnswers(() => shared.rotate(rotated, record.tokenSha256 ?? ''));
       } catch (error) {
         throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `the ledger store ${this.shared.label} did not take the rotation (${(error as Error).message}); nothing was changed`, { cause: error });
       }
@@ -240,12 +253,39 @@ export class Ledger {
   private async send(id: string, kind: 'revoke' | 'forget', at: string): Promise<void> {
     if (this.shared === null) return;
     try {
-      if (kind === 'revoke') await this.shared.revoke(id, at);
-      else await this.shared.forget(id, at);
+      const shared = this.shared;
+      await this.untilStoreAnswers(() => (kind === 'revoke' ? shared.revoke(id, at) : shared.forget(id, at)));
       this.unsent.delete(id);
     } catch (error) {
       this.unsent.set(id, { kind, at });
       throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `revoked on this instance; the ledger store ${this.shared.label} did not take it yet (${(error as Error).message}), it is retried until it does`, { cause: error });
+    }
+  }
+
+  /**
+   * Calls the shared store, again after a short wait while it fails, for at most STORE_WAIT_MS in all: a
+   * write that meets a reconnect (Redis restarting: back within 100 ms in the review's fleet run) is
+   * answered by the store, not with a 503 it did not need. Safe because every store write is idempotent:
+   * the same issue or rotation again is "taken", a revoke or forget again changes nothing (redis-store.ts).
+   * A ProxyError (a corrupt store) is not retried. Once a wait ran out, the next STORE_WAIT_MS of calls
+   * try once each, so a generation of many grants is not revoked one second at a time.
+   */
+  private async untilStoreAnswers<T>(call: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    const deadline = started < this.storeAwayUntil ? started : started + STORE_WAIT_MS;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const answer = await call();
+        this.storeAwayUntil = 0;
+        return answer;
+      } catch (error) {
+        const wait = STORE_RETRY_DELAYS_MS[Math.min(attempt, STORE_RETRY_DELAYS_MS.length - 1)] ?? 100;
+        if (error instanceof ProxyError || performance.now() + wait > deadline) {
+          if (!(error instanceof ProxyError)) this.storeAwayUntil = performance.now() + STORE_WAIT_MS;
+          throw error;
+        }
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
     }
   }
 
@@ -394,3 +434,8 @@ export class Ledger {
     for (const listener of this.listeners) listener(event);
   }
 }
+
+/** How long an admin write waits for a shared store that is reconnecting before it answers 503. */
+export const STORE_WAIT_MS = 1_000;
+const STORE_RETRY_DELAYS_MS = [50, 100, 200, 300, 350];
+

@@ -17,8 +17,12 @@ const LOG_LENGTH = 10_000;
 /** How soon a refused SUBSCRIBE is tried again (the revision poll carries changes meanwhile). */
 const RESUBSCRIBE_MS = 1000;
 
+// The same record again is the answer to a retry whose first reply was lost: taken, not a collision
+// (review 2026-12-04 finding 7: a retried issue must not leave an orphan grant nobody has the token of).
 const ISSUE = `
-if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 or redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1 then return 0 end
+local existing = redis.call('HGET', KEYS[1], ARGV[2])
+if existing == ARGV[3] then return math.max(1, tonumber(redis.call('GET', KEYS[2]) or '1')) end
+if existing or redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
 local rev = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], rev .. '-1', 'kind', 'issued', 'id', ARGV[2], 'at', '', 'record', ARGV[3])
@@ -47,9 +51,11 @@ return rev`;
 
 // A rotation replaces a live run-time grant's record, only if its token hash is still the one the
 // rotating instance knew (ARGV[5]): of two rotations at once, one wins and the other is told (-1).
+// The same rotated record again is a retry whose first reply was lost: it took.
 const ROTATE = `
 local current = redis.call('HGET', KEYS[1], ARGV[2])
 if not current or redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1 then return 0 end
+if current == ARGV[3] then return math.max(1, tonumber(redis.call('GET', KEYS[2]) or '1')) end
 if cjson.decode(current)['tokenSha256'] ~= ARGV[5] then return -1 end
 redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
 local rev = redis.call('INCR', KEYS[2])

@@ -132,7 +132,7 @@ function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMessage,
     // answer): one attempt, as the loops below would make it, without their closures and frames.
     hop.usedHop = only;
     hop.dialed = pinnedOnly;
-    return forwardRequest(rt.forwardAgent, req, res, { origin: originOf(pinnedOnly), hostHeader, pathAndQuery, proxyAuthorization: null, viaUpstream: false }, budget).then(settled);
+    return forwardRequest(rt.forwardAgent.for(principalKey(hop)), req, res, { origin: originOf(pinnedOnly), hostHeader, pathAndQuery, proxyAuthorization: null, viaUpstream: false }, budget).then(settled);
   }
   const retryable = !hasBody(req);
   const mayRetry = (failure: { reason: Parameters<typeof isConnectionFailure>[0] }): boolean => retryable && isConnectionFailure(failure.reason);
@@ -141,7 +141,7 @@ function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMessage,
       let last: Verdict<Responded> = deny('dns_no_address', 'no checked address to forward to');
       for (const pinned of hop.pinned) {
         hop.dialed = pinned;
-        last = settled(await forwardRequest(rt.forwardAgent, req, res, { origin: originOf(pinned), hostHeader, pathAndQuery, proxyAuthorization: null, viaUpstream: false }, budget));
+        last = settled(await forwardRequest(rt.forwardAgent.for(principalKey(hop)), req, res, { origin: originOf(pinned), hostHeader, pathAndQuery, proxyAuthorization: null, viaUpstream: false }, budget));
         if (last.ok || !mayRetry(last)) break;
       }
       return last;
@@ -160,9 +160,14 @@ function forwardOverRoute(rt: ProxyRuntime, hop: Hop, req: http.IncomingMessage,
     };
     // Negotiate and NTLM authenticate the connection: one of its own for this hop (forward-auth.ts).
     if (bindsConnection(proxy, rt.upstream.auth ?? defaultAuthContext())) return forwardWithProxyAuth(rt, req, res, target, proxy, budget, hop.principal?.grantId ?? '');
-    return settled(await forwardRequest(rt.upstreamAgent, req, res, target, budget));
+    return settled(await forwardRequest(rt.upstreamAgent.for(principalKey(hop)), req, res, target, budget));
   };
   return overRoute(hop, attempt, mayRetry);
+}
+
+/** Whose connections a hop may use: its grant's, and only its grant's (relay/principal-pools.ts). */
+function principalKey(hop: Hop): string {
+  return hop.principal?.grantId ?? '';
 }
 
 /** The forward relay's origin for a checked address: the client only ever dials that IP literal. */

@@ -1,7 +1,7 @@
 // What the request handlers need, built once by app.ts and shared by every listener.
 import type { AuditSink, OperationalLog } from '../audit/index.js';
 import type { DialOptions, UpstreamOptions } from '../egress/index.js';
-import type { BoundUpstreams, ForwardAgent, RelayLimits } from '../relay/index.js';
+import type { BoundUpstreams, PrincipalPools, RelayLimits } from '../relay/index.js';
 import type { MetricsSink } from '../telemetry/index.js';
 import type { DecideDeps } from './decide.js';
 import type { HopCache } from './hop-cache.js';
@@ -11,9 +11,10 @@ export interface ProxyRuntime extends DecideDeps {
   readonly registry: GrantRegistry;
   readonly audit: AuditSink;
   readonly log: OperationalLog;
-  readonly forwardAgent: ForwardAgent;
-  /** Forwards absolute-form requests to configured upstream proxies only. */
-  readonly upstreamAgent: ForwardAgent;
+  /** Connections to origins, per principal (review 2026-12-04 finding 6). */
+  readonly forwardAgent: PrincipalPools;
+  /** Forwards absolute-form requests to configured upstream proxies only; per principal too. */
+  readonly upstreamAgent: PrincipalPools;
   /** Connections to upstream proxies whose authentication binds the connection, kept per principal. */
   readonly boundUpstreams: BoundUpstreams;
   readonly dial: DialOptions;

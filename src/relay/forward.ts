@@ -333,6 +333,9 @@ export function forwardRequest(agent: Dispatcher, req: http.IncomingMessage, res
   const relay = new ResponseRelay(res, target, body, budget);
   if (body !== null) body.relay = relay;
   const method = (target.method ?? req.method) as Dispatcher.HttpMethod;
-  agent.dispatch({ origin: target.origin, path: target.pathAndQuery, method, headers, body }, relay);
+  // A connection that carried a body is never reused (reset: Connection: close, then closed): the origin
+  // may have answered without reading it, and the unread bytes would start the next request on that
+  // connection (review 2026-12-04 finding 6). Bodiless requests keep their connections alive.
+  agent.dispatch({ origin: target.origin, path: target.pathAndQuery, method, headers, body, reset: body !== null }, relay);
   return relay.done;
 }

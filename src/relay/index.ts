@@ -5,3 +5,4 @@ export * from './forward.js';
 export * from './client-hello.js';
 export * from './first-bytes.js';
 export * from './bound-upstreams.js';
+export * from './principal-pools.js';
