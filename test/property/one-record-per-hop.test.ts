@@ -396,9 +396,22 @@ function inject(rt: ProxyRuntime, fault: Fault): Injected {
     case 'tokensThrow':
       restores.push(replace(rt.registry.tokens, 'findByToken', injected, false), replace(rt.registry.tokens, 'verify', injected, false));
       break;
-    case 'dispatchThrow':
-      restores.push(replace(rt.forwardAgent, 'dispatch', injected, false));
+    case 'dispatchThrow': {
+      // Every principal's dispatcher (relay/principal-pools.ts) throws in dispatch, as undici can.
+      const pools = rt.forwardAgent;
+      const original = pools.for;
+      const patched: (() => void)[] = [];
+      pools.for = (principal: string) => {
+        const dispatcher = original.call(pools, principal);
+        patched.push(replace(dispatcher, 'dispatch', injected, false));
+        return dispatcher;
+      };
+      restores.push(() => {
+        pools.for = original;
+        for (const undo of patched) undo();
+      });
       break;
+    }
     case 'dialOptionsThrow': {
       const original = rt.dial;
       Object.defineProperty(rt, 'dial', {
