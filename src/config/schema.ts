@@ -123,6 +123,45 @@ export function proxyRouteEntries(proxy: ProxyRouteEntry | readonly ProxyRouteEn
   return proxy.map((entry, i) => ({ path: `route.proxy[${i}]`, entry }));
 }
 
+/**
+ * One entry of route.pac.credentialProxies, `host:port` or `[IPv6]:port`, in the form a PAC answer's proxy
+ * is compared in (route/select-route.ts): the host through the WHATWG URL host parser, as parseUpstream
+ * reads the proxy (lower case, IPv6 compressed, IPv4 normalized, IDN as A-labels), the port explicit.
+ * Null when it is not one.
+ */
+export function canonicalProxyHostPort(text: string): string | null {
+  const match = /^(\[[0-9A-Fa-f:.]+\]|[^\s:/?#@[\]\\%]+):(\d{1,5})$/.exec(text);
+  if (match === null) return null;
+  const port = Number(match[2]);
+  if (port < 1 || port > 65535) return null;
+  let host: string;
+  try {
+    host = new URL(`http://${match[1] ?? ''}/`).hostname;
+  } catch {
+    return null;
+  }
+  // A PAC answer never names a host with a trailing dot, so such an entry could never match.
+  if (host === '' || host.endsWith('.')) return null;
+  return `${host}:${port}`;
+}
+
+const credentialProxy = z.string().transform((value, ctx) => {
+  const canonical = canonicalProxyHostPort(value.trim());
+  if (canonical !== null) return canonical;
+  ctx.addIssue({ code: 'custom', message: `${JSON.stringify(value)}: expected host:port or [IPv6]:port` });
+  return z.NEVER;
+});
+
+/** Whether route.pac gives Sluice something to authenticate with: Basic or NTLM credentials, or Negotiate (auth negotiate or auto). */
+export function pacSendsCredentials(pac: { readonly auth?: string | undefined; readonly credentialsFile?: string | undefined }): boolean {
+  return pac.credentialsFile !== undefined || pac.auth !== undefined;
+}
+
+export const PAC_CREDENTIAL_PROXIES_REQUIRED =
+  'required when route.pac.credentialsFile or route.pac.auth is set: the proxies your PAC may send credentials to';
+export const PAC_HTTP_URL_WITH_CREDENTIALS =
+  'an http:// PAC URL can be altered on the path, and the proxies it names would receive the credentials: use https:// or a file';
+
 const pacRouteSchema = z
   .strictObject({
     file: z.string().min(1).optional(),
@@ -132,11 +171,21 @@ const pacRouteSchema = z
     memoryBytes: z.number().int().min(1_048_576).max(1_073_741_824).default(Defaults.pac.memoryBytes),
     auth: proxyAuth,
     credentialsFile: z.string().min(1).optional(),
+    /**
+     * The only proxies a PAC answer may send Sluice's credentials (Basic, NTLM, Negotiate) to: whoever can
+     * alter the PAC could otherwise name a proxy of their own and collect them (review 2026-12-04 finding 10).
+     */
+    credentialProxies: z.array(credentialProxy).min(1, 'list at least one proxy host:port').optional(),
     caFile: z.string().min(1).optional(),
     inspectsTls: z.boolean().default(false),
     myIpAddress: z.string().min(1).default(Defaults.pac.myIpAddress),
   })
-  .refine((p) => (p.file === undefined) !== (p.url === undefined), { message: 'give exactly one of file or url' });
+  .refine((p) => (p.file === undefined) !== (p.url === undefined), { message: 'give exactly one of file or url' })
+  .superRefine((p, ctx) => {
+    if (!pacSendsCredentials(p)) return;
+    if (p.credentialProxies === undefined) ctx.addIssue({ code: 'custom', path: ['credentialProxies'], message: PAC_CREDENTIAL_PROXIES_REQUIRED });
+    if (p.url !== undefined && /^http:/i.test(p.url)) ctx.addIssue({ code: 'custom', path: ['url'], message: PAC_HTTP_URL_WITH_CREDENTIALS });
+  });
 
 const systemRouteSchema = z.strictObject({
   caFile: z.string().min(1).optional(),

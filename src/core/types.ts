@@ -95,4 +95,9 @@ export interface UpstreamProxy {
   readonly inspectsTls: boolean;
   /** Send the checked IP literal upstream instead of the name, so the pin survives the hop. */
   readonly sendResolvedAddress: boolean;
+  /**
+   * A proxy a PAC answer named that is not in route.pac.credentialProxies: Sluice sends it no credentials
+   * (no Basic, NTLM or Negotiate), so a 407 from it ends the hop with upstream_auth_required.
+   */
+  readonly credentialsWithheld?: boolean;
 }

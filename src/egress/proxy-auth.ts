@@ -159,7 +159,10 @@ export class ProxyAuthDialogue {
     const offeredText = offered.length === 0 ? 'no scheme' : [...new Set(offered)].map((s) => NAMES[s as Mechanism] ?? s).join(', ');
     if (this.legs > MAX_AUTH_LEGS) return this.failed(`${this.mechanism ?? 'auth'}: ${label} still answered 407 after ${MAX_AUTH_LEGS} legs`);
     const mode = authModeOf(this.proxy);
-    if (mode === 'none') return deny('upstream_auth_required', `${label} answered 407 (offers ${offeredText}); no proxy authentication is configured`);
+    if (mode === 'none') {
+      const why = this.proxy.credentialsWithheld === true ? 'it is not in route.pac.credentialProxies, so Sluice sends it no credentials' : 'no proxy authentication is configured';
+      return deny('upstream_auth_required', `${label} answered 407 (offers ${offeredText}); ${why}`);
+    }
     if (this.fromLearned && this.legs === 1 && this.mechanism !== null && !offered.includes(this.mechanism)) {
       // The proxy no longer offers what was learned: choose again from this offer (a rejection of a
       // still-offered mechanism never leads to another one).

@@ -170,8 +170,12 @@ export function formatExplanation(e: Explanation): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** Negotiate, NTLM and auto are named with the Kerberos service name they use; Basic and none read as before. */
+/**
+ * Negotiate, NTLM and auto are named with the Kerberos service name they use; Basic and none read as before.
+ * A PAC-named proxy outside route.pac.credentialProxies says that it gets no credentials.
+ */
 function authText(proxy: UpstreamProxy): string {
+  if (proxy.credentialsWithheld === true) return ' (no credentials: not in route.pac.credentialProxies)';
   const mode = authModeOf(proxy);
   if (mode === 'none' || mode === 'basic') return '';
   return mode === 'ntlm' ? ' (auth ntlm)' : ` (auth ${mode}, Kerberos service ${proxy.spn ?? `HTTP@${proxy.host}`})`;

@@ -60,7 +60,13 @@ export function buildRoutes(route: RouteSection, env: Readonly<Record<string, st
   }
   if (route.mode === 'pac' && route.pac !== undefined) {
     const pacConfig = route.pac;
-    const settings = { auth: pacConfig.auth, credentialsFile: pacConfig.credentialsFile, caFile: pacConfig.caFile, inspectsTls: pacConfig.inspectsTls };
+    const settings = {
+      auth: pacConfig.auth,
+      credentialsFile: pacConfig.credentialsFile,
+      credentialProxies: pacConfig.credentialProxies,
+      caFile: pacConfig.caFile,
+      inspectsTls: pacConfig.inspectsTls,
+    };
     // Fail at load time, not on the first hop, when a PAC proxy's credentials or CA cannot be read.
     const probe = parseUpstream('http://pac-probe.invalid:1', settings);
     if (!probe.ok) return { ok: false, issues: [{ path: 'route.pac', message: probe.message }] };

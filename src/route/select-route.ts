@@ -4,6 +4,7 @@
 // routing). DIRECT appears in a route only when the mode or the PAC answer says so; nothing here ever
 // falls back to it.
 import { deny, ok, type CanonicalDestination, type RequestKind, type Scheme, type UpstreamProxy, type Verdict } from '../core/index.js';
+import { pacSendsCredentials } from '../config/index.js';
 import { parsePacAnswer } from './pac-answer.js';
 import type { PacSource } from './pac-source.js';
 import { describeSystemProxy, isSystemProxySplit, type SystemProxy } from './system-proxy.js';
@@ -120,9 +121,23 @@ class RouteCache {
   }
 }
 
+/** route.pac's settings for every proxy a PAC answer names. */
+export interface PacProxySettings extends UpstreamSettings {
+  /**
+   * route.pac.credentialProxies, canonical `host:port` / `[v6]:port`: the only PAC-named proxies that get
+   * the credentials (review 2026-12-04 finding 10). Absent while credentials are configured: none does.
+   */
+  readonly credentialProxies?: readonly string[] | undefined;
+}
+
+/** `host:port`, or `[v6]:port`, of a parsed proxy: its label without the scheme. */
+export function proxyHostPort(proxy: UpstreamProxy): string {
+  return `${proxy.host.includes(':') ? `[${proxy.host}]` : proxy.host}:${proxy.port}`;
+}
+
 export function pacSelector(
   source: PacSource,
-  settings: UpstreamSettings,
+  settings: PacProxySettings,
   onCache: (hit: boolean) => void = () => undefined,
   maxCachedRoutes = MAX_CACHED_ROUTES,
   health?: UpstreamHealthTable,
@@ -130,14 +145,28 @@ export function pacSelector(
   const cache = new RouteCache(maxCachedRoutes);
   let cachedFor: unknown = null;
   const proxies = new Map<string, UpstreamProxy>();
+  // Whoever can alter the PAC chooses the proxies it names: credentials go only to those the operator
+  // listed, compared after the same URL parsing that gives the proxy its host (so 127.1, [::0:1] or
+  // PROXY.CORP cannot spell their way around the list). Any other proxy is dialed with none.
+  const sendsCredentials = pacSendsCredentials(settings);
+  const credentialProxies = new Set(settings.credentialProxies ?? []);
+  const bareSettings: UpstreamSettings = { caFile: settings.caFile, inspectsTls: settings.inspectsTls };
   const proxyFor = (tls: boolean, host: string, port: number): Verdict<UpstreamProxy> => {
     const key = `${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
     const known = proxies.get(key);
     if (known !== undefined) return ok(known);
-    const parsed = parseUpstream(key, settings);
-    if (!parsed.ok) return deny('pac_failed', parsed.message);
-    proxies.set(key, parsed.value);
-    return ok(parsed.value);
+    const bare = parseUpstream(key, bareSettings);
+    if (!bare.ok) return deny('pac_failed', bare.message);
+    let proxy = bare.value;
+    if (sendsCredentials) {
+      if (credentialProxies.has(proxyHostPort(bare.value))) {
+        const parsed = parseUpstream(key, settings);
+        if (!parsed.ok) return deny('pac_failed', parsed.message);
+        proxy = parsed.value;
+      } else proxy = { ...bare.value, credentialsWithheld: true };
+    }
+    proxies.set(key, proxy);
+    return ok(proxy);
   };
   return {
     mode: 'pac',

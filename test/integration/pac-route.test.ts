@@ -44,7 +44,7 @@ describe.skipIf(!squidAvailable() && process.env.CI !== 'true')('PAC route', () 
     const hosts = ['viaproxy.test', 'failover.test', 'onlydead.test', 'socks.test', 'garbage.test', 'loop.test', 'bomb.test', 'direct.test', 'shexp.test', 'unknown.test'];
     sluice = await startSluice(
       {
-        route: { mode: 'pac', pac: { file: path.join(dir, 'corp.pac'), timeoutMs: 200, credentialsFile: path.join(dir, 'creds.txt') } },
+        route: { mode: 'pac', pac: { file: path.join(dir, 'corp.pac'), timeoutMs: 200, credentialsFile: path.join(dir, 'creds.txt'), credentialProxies: [`127.0.0.1:${squid.port}`] } },
         grants: [{ id: 'p', tokenSha256: tokenHash(TOKEN), destinations: hosts.map((h) => `http://${h}:${origin.port}`), allowAddressClasses: ['loopback'] }],
       },
       // viaproxy.test and failover.test do not resolve locally (only Squid knows them): unattested is fine.

@@ -144,7 +144,7 @@ describe.skipIf(!(kdcAvailable() && squidAvailable()) && process.env.CI !== 'tru
     const pac = path.join(dir, 'krb.pac');
     fs.writeFileSync(pac, `function FindProxyForURL(url, host) { return "PROXY localhost:${squid.port}"; }`);
     const s = await startSluice({
-      route: { mode: 'pac', pac: { file: pac, auth: 'negotiate' } },
+      route: { mode: 'pac', pac: { file: pac, auth: 'negotiate', credentialProxies: [`localhost:${squid.port}`] } },
       grants: [{ id: 'a', tokenSha256: tokenHash(TOKENS.a), destinations: [`https://origin.test:${https.port}`] }],
     });
     started.push(s);

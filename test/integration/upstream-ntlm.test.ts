@@ -195,7 +195,7 @@ describe('NTLM to the upstream proxy (fixture that verifies NTLMv2)', () => {
     fs.writeFileSync(pac, `function FindProxyForURL(url, host) { return "PROXY 127.0.0.1:${p.port}"; }`);
     const destinations = [`https://origin.test:${https.port}`, `http://origin.test:${http.port}`];
     const s = await startSluice(
-      { route: { mode: 'pac', pac: { file: pac, auth: 'ntlm', credentialsFile: goodCreds } }, grants: [{ id: 'a', tokenSha256: tokenHash(TOKENS.a), destinations }] },
+      { route: { mode: 'pac', pac: { file: pac, auth: 'ntlm', credentialsFile: goodCreds, credentialProxies: [`127.0.0.1:${p.port}`] } }, grants: [{ id: 'a', tokenSha256: tokenHash(TOKENS.a), destinations }] },
       { gss: NO_GSS },
     );
     started.push(s);

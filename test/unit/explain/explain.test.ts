@@ -125,3 +125,36 @@ describe('explain names how Sluice authenticates to each upstream proxy', () => 
     }
   });
 });
+
+describe('explain says which PAC-named proxies get no credentials (review 2026-12-04 finding 10)', () => {
+  it('a proxy outside route.pac.credentialProxies is shown with no credentials; the listed one with its auth', async () => {
+    const fs = await import('node:fs');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'explain-pac-cred-'));
+    const creds = path.join(dir, 'creds.txt');
+    fs.writeFileSync(creds, 'CORP\\svc:pw\n');
+    const pac = path.join(dir, 'corp.pac');
+    fs.writeFileSync(pac, 'function FindProxyForURL(url, host) { return "PROXY proxy.corp.test:8080; PROXY other.test:3128"; }');
+    const text = stringify({
+      state: dir,
+      listeners: [{ name: 'shared', listen: '127.0.0.1:0', identify: 'token' }],
+      route: { mode: 'pac', pac: { file: pac, auth: 'ntlm', credentialsFile: creds, credentialProxies: ['proxy.corp.test:8080'] } },
+      grants: [{ id: 'cfg', tokenSha256: 'ab'.repeat(32), destinations: ['https://api.test'] }],
+    });
+    const parsed = parseConfigText(text, path.join(dir, 'explain-pac.yaml'), dir);
+    if (!parsed.ok) throw new Error(JSON.stringify(parsed.issues));
+    const built = await buildRuntime(parsed.config, { env: {}, log: silentLog, audit: { write: () => undefined, flush: () => Promise.resolve() } });
+    if (!built.ok) throw new Error(JSON.stringify(built.issues));
+    const rt = built.value.runtime;
+    try {
+      const out = formatExplanation(await explain(rt, 'cfg', 'https://api.test'));
+      expect(out).toContain('1. proxy http://proxy.corp.test:8080 (auth ntlm): unattested');
+      expect(out).toContain('2. proxy http://other.test:3128 (no credentials: not in route.pac.credentialProxies): unattested');
+      expect(out).not.toContain('pw');
+    } finally {
+      rt.routes.close();
+      await rt.forwardAgent.close();
+      await rt.upstreamAgent.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
