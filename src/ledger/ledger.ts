@@ -279,11 +279,12 @@ export class Ledger {
         this.storeAwayUntil = 0;
         return answer;
       } catch (error) {
-        const wait = STORE_RETRY_DELAYS_MS[Math.min(attempt, STORE_RETRY_DELAYS_MS.length - 1)] ?? 100;
-        if (error instanceof ProxyError || performance.now() + wait > deadline) {
+        const left = deadline - performance.now();
+        if (error instanceof ProxyError || left <= 0) {
           if (!(error instanceof ProxyError)) this.storeAwayUntil = performance.now() + STORE_WAIT_MS;
           throw error;
         }
+        const wait = Math.min(left, STORE_RETRY_DELAYS_MS[Math.min(attempt, STORE_RETRY_DELAYS_MS.length - 1)] ?? 100);
         await new Promise((resolve) => setTimeout(resolve, wait));
       }
     }
