@@ -446,7 +446,7 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
       // node:http reads these per new connection.
       l.http.headersTimeout = limits.headersTimeoutMs;
       (l.http as unknown as { maxHeaderSize: number }).maxHeaderSize = limits.maxHeaderBytes;
-      l.http.maxHeadersCount = next.limits.maxHeaderCount + 1;
+      // maxHeadersCount stays 0: the identify stage counts fields against rt.maxHeaderCount (server.ts).
     }
     // The ledger and the grants in force change together.
     const dropped = current.grants.map((g) => g.id).filter((id) => !next.grants.some((g) => g.id === id) && ledger.get(id)?.source === 'config');

@@ -172,8 +172,12 @@ function createHttpServer(rt: ProxyRuntime, limits: HttpLimits): http.Server {
     // Node checks header and request timeouts on this interval (default 30 s): slowloris needs it short.
     connectionsCheckingInterval: 1_000,
   });
-  // Detect one header past the cap instead of letting Node drop the rest silently.
-  server.maxHeadersCount = rt.maxHeaderCount + 1;
+  // No field count in node:http: the identify stage counts every field and refuses above
+  // limits.maxHeaderCount (identify-hop.ts), with the same decision on every Node version. Node 20
+  // silently drops the fields past maxHeadersCount; Node 24 (24.22.3 measured) refuses the whole head as
+  // HPE_HEADER_OVERFLOW, before the request has a method, a target or a principal.
+  // What node:http keeps is bounded by maxHeaderSize (limits.maxHeaderBytes): a field is 4 bytes or more.
+  server.maxHeadersCount = 0;
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const ctx = headParsed(req.socket);
     if (ctx === undefined) return void res.destroy();
