@@ -15,11 +15,6 @@ export const SANDBOX_GRANT_DIR = `${SANDBOX_DIR}/grant`;
 // `.mjs`: bound alone, outside any package.json, the init script must still load as an ES module.
 export const SANDBOX_INIT = `${SANDBOX_DIR}/init.mjs`;
 /**
- * Node for the init when the host's is outside the system trees (a Node 24 unpacked under /opt or a
- * home directory): bound alone at a fixed path, so its directory (and the host layout) stays unseen.
- */
-export const SANDBOX_NODE = `${SANDBOX_DIR}/node`;
-/**
  * NO_PROXY inside: the sandbox's loopback is its own network namespace's (only the bridge and what CMD
  * itself starts listen there), so a client talking to its own local server must not send that through
  * the grant, where `localhost` would mean the host's loopback. Nothing else bypasses the bridge, and a
@@ -228,9 +223,11 @@ function planView(spec: SandboxSpec, env: Record<string, string>, writable: read
     steps.push({ dest: file, args: ['--ro-bind', file, file] });
     visible.push(file);
   }
-  const hostNode = realOrSelf(spec.node);
-  const isSystemNode = visible.some((root) => isWithin(hostNode, root));
-  const node = isSystemNode ? hostNode : SANDBOX_NODE;
+  const node = realOrSelf(spec.node);
+  if (!visible.some((root) => isWithin(node, root))) {
+    steps.push({ dest: node, args: ['--ro-bind', node, node] });
+    visible.push(node);
+  }
   steps.push({ dest: '/tmp', args: ['--tmpfs', '/tmp'] });
   if (home !== '/' && !writable.some((dir) => isWithin(home, dir))) steps.push({ dest: home, args: ['--tmpfs', home] });
   steps.push(...treeSteps);
@@ -270,7 +267,6 @@ function planView(spec: SandboxSpec, env: Record<string, string>, writable: read
     '--proc', '/proc', '--dev', '/dev',
     ...steps.flatMap((s) => s.args),
     ...grantMount,
-    ...(isSystemNode ? [] : ['--ro-bind', hostNode, SANDBOX_NODE]),
     '--ro-bind', spec.initScript, SANDBOX_INIT,
     '--chdir', chdir,
     '--seccomp', String(SECCOMP_FD),
