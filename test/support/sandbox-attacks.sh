@@ -9,7 +9,7 @@
 #   CHECK <name> OK|FAIL [detail]                  something the command must still be able to do
 #   DUMP <text>                                    environments and command lines the host greps for secrets
 # Input (from `--env`): T_GROUPS (space-separated: sockets net env files proc priv state workdirs) and
-# the T_* values each group names below.
+# the T_* values each group names below; T_NODE is the host's Node binary (bound alone at its path).
 
 PY=/usr/bin/python3
 T=5
@@ -257,7 +257,13 @@ if has_group files; then
   succeeds etc-shadow cat /etc/shadow
   succeeds proc1-root-etc-shadow cat /proc/1/root/etc/shadow
   shown=
-  for d in /root /home /var /opt /srv /mnt /media /boot /work; do [ -n "$(ls -A "$d" 2>/dev/null)" ] && shown="$shown $d"; done
+  for d in /root /home /var /opt /srv /mnt /media /boot /work; do
+    entries=$(ls -A "$d" 2>/dev/null)
+    # Node outside /usr (Node 24 unpacked, nvm) is bound alone at its own path, so that the command can
+    # run it: the directories leading to that one file are not host content.
+    case "$T_NODE" in "$d"/*) rest=${T_NODE#"$d"/}; entries=$(printf '%s\n' "$entries" | grep -vxF "${rest%%/*}") ;; esac
+    [ -n "$entries" ] && shown="$shown $d"
+  done
   [ -z "$shown" ] && attack host-directories BLOCKED || attack host-directories "ESCAPED$shown"
 fi
 

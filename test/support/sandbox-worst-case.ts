@@ -473,6 +473,7 @@ export async function runAttacks(w: WorstCase, identity: Identity, victim: Child
     T_ABSTRACT: w.abstract.name,
     T_MARKER: w.marker,
     T_CALLER_HOME: w.callerHome,
+    T_NODE: fs.realpathSync(process.execPath),
     T_HOST_NS: hostNamespaces(),
     T_SECRET_NAMES: Object.keys(CALLER_SECRETS).join(' '),
   };
