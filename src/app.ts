@@ -4,7 +4,7 @@ import net from 'node:net';
 import { ProxyError, type ControlResult, type LookupAll, type LookupAnswer, type ProxyControl, type ReloadOutcome } from './core/index.js';
 import { configDraft, dedupeIssues, proxyRouteEntries, loadConfig, unwritableReason, type Config, type ConfigDraft, type ConfigIssue, type ConfigResult, type ListenerSection, type LoadOptions } from './config/index.js';
 import { canonicalizeHost } from './authority/index.js';
-import { FleetSync, Ledger, LedgerStore, RedisLedgerStore, UsageFile, type GrantRecord } from './ledger/index.js';
+import { FleetSync, Ledger, LedgerStore, RedisLedgerStore, resolveRedisTarget, UsageFile, type GrantRecord } from './ledger/index.js';
 import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSystemLookup, type ReadInterfaces } from './resolve/index.js';
 import { buildRoutes, type BuiltRoutes, type PacSource, type RouteSelector } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive, LearnedMechanisms, systemGss, upstreamFailureLogger, type Gss } from './egress/index.js';
@@ -144,6 +144,11 @@ export async function checkConfigDraft(draft: ConfigDraft, env: AppOptions['env'
     if (!hosts.ok) issues.push(...hosts.issues);
   }
   if (draft.admin !== undefined) issues.push(...(await checkAdminSection(draft.admin, env)));
+  if (draft.ledger?.store === 'redis' && draft.ledger.redis !== undefined) {
+    // The store's variables and CA file: start reads them too (openSharedStore); nothing is connected here.
+    const target = resolveRedisTarget(draft.ledger.redis, env);
+    if (!target.ok) issues.push(...target.issues);
+  }
   if (draft.route !== undefined) {
     // Reads credentialsFile and caFile as start does; the PAC itself is loaded only by start (and check-config).
     const routes = buildRoutes(draft.route, env, PROBE_ROUTE_PORTS, { maxPacWaitingPerGrant: 1 });
@@ -301,9 +306,9 @@ function installRecord(registry: GrantRegistry, record: GrantRecord, log: Operat
 async function openSharedStore(config: Config, env: AppOptions['env']): Promise<RedisLedgerStore | null> {
   const redis = config.ledger.redis;
   if (config.ledger.store !== 'redis' || redis === undefined) return null;
-  const url = redis.url ?? (redis.urlEnv === undefined ? undefined : env[redis.urlEnv]);
-  if (url === undefined || url === '') throw new ProxyError('ERR_CONFIG_INVALID', `ledger.redis.urlEnv: environment variable ${redis.urlEnv ?? ''} is not set`);
-  return RedisLedgerStore.open({ url, keyPrefix: redis.keyPrefix, commandTimeoutMs: Math.min(1000, config.ledger.maxStaleMs) });
+  const target = resolveRedisTarget(redis, env);
+  if (!target.ok) throw new ProxyError('ERR_CONFIG_INVALID', target.issues.map((i) => `${i.path}: ${i.message}`).join('\n'));
+  return RedisLedgerStore.open({ target: target.value, keyPrefix: redis.keyPrefix, commandTimeoutMs: Math.min(1000, config.ledger.maxStaleMs) });
 }
 
 /** Changes other instances made reach the grants in force here: a revocation ends live connections at once. */

@@ -258,6 +258,13 @@ function resolveListener<L extends ListenerSection | undefined>(l: L, cwd: strin
   return (l === undefined ? l : { ...l, listen: resolveListen(l.listen, cwd) }) as L;
 }
 
+/** ledger.redis.tls.caFile, like every path of the config, against the working directory (ADR 0006). */
+function resolveLedger(ledger: ConfigFile['ledger'], cwd: string): ConfigFile['ledger'] {
+  const tls = ledger.redis?.tls;
+  if (ledger.redis === undefined || typeof tls !== 'object' || tls.caFile === undefined) return ledger;
+  return { ...ledger, redis: { ...ledger.redis, tls: { ...tls, caFile: path.resolve(cwd, tls.caFile) } } };
+}
+
 function resolvePaths(config: ConfigFile, cwd: string): ConfigFile {
   return {
     ...config,
@@ -265,6 +272,7 @@ function resolvePaths(config: ConfigFile, cwd: string): ConfigFile {
     admin: resolveAdmin(config.admin, cwd),
     audit: resolveAudit(config.audit, cwd),
     route: resolveRoute(config.route, cwd),
+    ledger: resolveLedger(config.ledger, cwd),
     state: path.resolve(cwd, config.state),
   };
 }
@@ -276,6 +284,7 @@ function resolveDraft(draft: ConfigDraft, cwd: string): ConfigDraft {
     admin: draft.admin === undefined ? undefined : resolveAdmin(draft.admin, cwd),
     audit: draft.audit === undefined ? undefined : resolveAudit(draft.audit, cwd),
     route: draft.route === undefined ? undefined : resolveRoute(draft.route, cwd),
+    ledger: draft.ledger === undefined ? undefined : resolveLedger(draft.ledger, cwd),
     state: draft.state === undefined ? undefined : path.resolve(cwd, draft.state),
   };
 }
@@ -288,11 +297,19 @@ export function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/** The Redis store needs exactly one of url and urlEnv; the file store takes no redis section. */
+/**
+ * The Redis store is one server (exactly one of url and urlEnv) or a Sentinel group (sentinels with
+ * name); the file store takes no redis section. The Sentinel-only keys are refused beside a URL, which
+ * carries its own user, password and TLS (rediss://), so that no key is silently ignored.
+ */
 function ledgerStore(ledger: ConfigFile['ledger']): ConfigIssue[] {
   if (ledger.store === 'file') return ledger.redis === undefined ? [] : [{ path: 'ledger.redis', message: 'only with ledger.store: redis' }];
   const redis = ledger.redis;
-  if (redis === undefined) return [{ path: 'ledger.redis', message: 'ledger.store: redis needs redis.url or redis.urlEnv' }];
-  if ((redis.url === undefined) === (redis.urlEnv === undefined)) return [{ path: 'ledger.redis.url', message: 'give exactly one of url and urlEnv' }];
-  return [];
+  const one = 'give exactly one of url, urlEnv and sentinels (with name)';
+  if (redis === undefined) return [{ path: 'ledger.redis', message: 'ledger.store: redis needs redis.url, redis.urlEnv or redis.sentinels' }];
+  const forms = (['url', 'urlEnv', 'sentinels'] as const).filter((k) => redis[k] !== undefined);
+  if (forms.length !== 1) return [{ path: forms.length === 0 ? 'ledger.redis' : `ledger.redis.${forms[1] ?? 'url'}`, message: one }];
+  if (forms[0] === 'sentinels') return redis.name === undefined ? [{ path: 'ledger.redis.name', message: 'sentinels need the master group name (sentinel monitor <name> …)' }] : [];
+  const sentinelOnly = (['name', 'username', 'passwordEnv', 'sentinelUsername', 'sentinelPasswordEnv', 'tls'] as const).filter((k) => redis[k] !== undefined);
+  return sentinelOnly.map((k) => ({ path: `ledger.redis.${k}`, message: 'only with sentinels: a URL carries its own user and password (urlEnv keeps them out of the file) and TLS (rediss://)' }));
 }

@@ -192,6 +192,21 @@ const systemRouteSchema = z.strictObject({
   inspectsTls: z.boolean().default(false),
 });
 
+/**
+ * One Sentinel of ledger.redis.sentinels: `host:port` or `[IPv6]:port`, the port explicit (a Sentinel
+ * usually listens on 26379, not Redis' 6379, and guessing it wrong would only fail at start).
+ */
+export function parseSentinelAddress(text: string): { readonly host: string; readonly port: number } | null {
+  const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9_.-]+)):(\d{1,5})$/.exec(text);
+  if (match === null) return null;
+  const port = Number(match[3]);
+  const host = match[1] ?? match[2] ?? '';
+  if (port < 1 || port > 65535 || (match[1] !== undefined && !net.isIPv6(host))) return null;
+  return { host, port };
+}
+
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment variable name');
+
 export const configSchema = z.strictObject({
   listeners: z.array(listenerSchema).min(1, 'at least one listener is required'),
   admin: z
@@ -212,7 +227,20 @@ export const configSchema = z.strictObject({
       redis: z
         .strictObject({
           url: z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL').optional(),
-          urlEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment variable name').optional(),
+          urlEnv: envName.optional(),
+          /** A Sentinel group instead of one server: the store follows its primary across a failover (docs/fleet.md). */
+          sentinels: z
+            .array(z.string().refine((v) => parseSentinelAddress(v) !== null, { message: 'expected host:port or [IPv6]:port' }))
+            .min(1, 'list at least one sentinel host:port')
+            .max(16)
+            .optional(),
+          name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'the master group name: letters, digits, _ . - (1-64)').optional(),
+          // With sentinels the secrets come from the environment, never the file (the URL form has urlEnv).
+          username: z.string().min(1).max(128).optional(),
+          passwordEnv: envName.optional(),
+          sentinelUsername: z.string().min(1).max(128).optional(),
+          sentinelPasswordEnv: envName.optional(),
+          tls: z.union([z.boolean(), z.strictObject({ caFile: z.string().min(1).optional() })]).optional(),
           keyPrefix: z.string().max(64).default(Defaults.ledger.keyPrefix),
           leaseTtlMs: z.number().int().min(1000).max(600_000).default(Defaults.ledger.leaseTtlMs),
         })

@@ -26,6 +26,8 @@ export class FleetSync {
   private again = false;
   private up = true;
   private stopped = false;
+  /** The store's connection count at the last catch-up that succeeded (SharedLedgerStore.connections). */
+  private connections: number | undefined;
 
   constructor(
     private readonly ledger: Ledger,
@@ -36,6 +38,8 @@ export class FleetSync {
   }
 
   async start(): Promise<void> {
+    // Ledger.open read the whole table on this connection.
+    this.connections = this.store.connections?.();
     await this.store.onNotify(() => this.kick());
     this.timer = setInterval(() => this.kick(), this.options.pollMs);
     this.timer.unref();
@@ -69,8 +73,12 @@ export class FleetSync {
 
   private async catchUp(): Promise<void> {
     try {
+      const connections = this.store.connections?.();
       const remote = await this.store.revision();
-      if (remote < this.ledger.revision) await this.ledger.resync(await this.store.load());
+      // A new connection (a failover, a restart) may have lost changes this instance saw, and then
+      // others may have reused their revisions: only the whole table tells, and the tombstones it lacks
+      // are written back (Ledger.resync), so an acknowledged revocation survives the failover.
+      if (connections !== this.connections || remote < this.ledger.revision) await this.ledger.resync(await this.store.load());
       else if (remote > this.ledger.revision) {
         const changes = await this.store.changesSince(this.ledger.revision);
         const last = changes === 'resync' ? -1 : (changes.at(-1)?.revision ?? this.ledger.revision);
@@ -82,6 +90,7 @@ export class FleetSync {
         }
       }
       await this.ledger.sendUnsent();
+      this.connections = connections;
       // Only now, with every missed revocation applied, does the instance count as fresh.
       this.lastContactMs = this.options.now();
       if (!this.up) {

@@ -4,6 +4,7 @@ export * from './store.js';
 export * from './read-state-file.js';
 export * from './shared-store.js';
 export * from './redis-store.js';
+export * from './redis-target.js';
 export * from './fleet-sync.js';
 export * from './redis-budgets.js';
 export * from './usage-file.js';

@@ -76,6 +76,14 @@ export class Ledger {
   private readonly unsent = new Map<string, { readonly kind: 'revoke' | 'forget'; readonly at: string }>();
   /** Until when (performance.now()) the shared store counts as away: calls try once, without waiting. */
   private storeAwayUntil = 0;
+  /**
+   * Run-time grants this instance forgot in the last FORGOTTEN_KEEP_MS (id → when): a whole-table read
+   * that began before the store took the forget still lists the grant, and must not bring it back
+   * (resync runs after every reconnect to the store: fleet-sync.ts).
+   */
+  private readonly forgotten = new Map<string, number>();
+  /** Revocations and forgets made here and not yet answered by the store: not lost, only on their way. */
+  private readonly sending = new Set<string>();
   /** The shared store's revision this instance has applied (0 with the file store). */
   revision = 0;
 
@@ -242,16 +250,28 @@ export class Ledger {
     const revoked = { ...record, revokedAt: at };
     this.records.set(id, revoked);
     this.revoked.set(id, at);
+    if (this.shared !== null) this.sending.add(id);
     // Live connections end before the write completes: revocation must not wait on the disk.
     this.emit({ kind: 'revoked', record: revoked });
-    await this.persist();
-    await this.send(id, 'revoke', at);
+    await this.persistThenSend(id, 'revoke', at);
     return revoked;
+  }
+
+  /** Persists a local revoke or forget, then sends it; from the local change on it counts as on its way (resync). */
+  private async persistThenSend(id: string, kind: 'revoke' | 'forget', at: string): Promise<void> {
+    try {
+      await this.persist();
+    } catch (error) {
+      this.sending.delete(id);
+      throw error;
+    }
+    await this.send(id, kind, at);
   }
 
   /** Hands a revocation to the shared store; kept for sync to retry when the store is away, then thrown. */
   private async send(id: string, kind: 'revoke' | 'forget', at: string): Promise<void> {
     if (this.shared === null) return;
+    this.sending.add(id);
     try {
       const shared = this.shared;
       await this.untilStoreAnswers(() => (kind === 'revoke' ? shared.revoke(id, at) : shared.forget(id, at)));
@@ -259,6 +279,8 @@ export class Ledger {
     } catch (error) {
       this.unsent.set(id, { kind, at });
       throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `revoked on this instance; the ledger store ${this.shared.label} did not take it yet (${(error as Error).message}), it is retried until it does`, { cause: error });
+    } finally {
+      this.sending.delete(id);
     }
   }
 
@@ -306,9 +328,12 @@ export class Ledger {
     const revoked = record.revokedAt === null ? { ...record, revokedAt: this.now().toISOString() } : record;
     this.records.delete(id);
     this.revoked.delete(id);
+    const now = performance.now();
+    for (const [old, when] of this.forgotten) if (now - when > FORGOTTEN_KEEP_MS) this.forgotten.delete(old);
+    this.forgotten.set(id, now);
+    if (this.shared !== null) this.sending.add(id);
     if (record.revokedAt === null) this.emit({ kind: 'revoked', record: revoked });
-    await this.persist();
-    await this.send(id, 'forget', revoked.revokedAt ?? this.now().toISOString());
+    await this.persistThenSend(id, 'forget', revoked.revokedAt ?? this.now().toISOString());
     return revoked;
   }
 
@@ -344,7 +369,7 @@ export class Ledger {
       if (change.revision <= this.revision) continue;
       this.revision = change.revision;
       if (change.kind === 'issued') {
-        if (this.records.has(change.record.id) || this.revoked.has(change.record.id)) continue;
+        if (this.records.has(change.record.id) || this.revoked.has(change.record.id) || this.forgotten.has(change.record.id)) continue;
         const record = this.withAbsoluteListen(change.record);
         this.records.set(record.id, record);
         this.emitRemote({ kind: 'issued', record });
@@ -396,6 +421,7 @@ export class Ledger {
     }
     for (const stored of snapshot.runtime) {
       const record = this.withAbsoluteListen(stored);
+      if (this.forgotten.has(record.id)) continue;
       if (this.records.has(record.id)) {
         // A rotation the log no longer reached: the store's token hash wins.
         this.learnRotated(record);
@@ -406,7 +432,9 @@ export class Ledger {
       if (revokedAt === null) this.emitRemote({ kind: 'issued', record });
     }
     this.revision = snapshot.revision;
-    const lost = new Map([...this.revoked].filter(([id]) => !snapshot.revoked.has(id)));
+    // A revocation on its way (sending), or still to be sent (unsent, sendUnsent retries it), is not lost:
+    // it reaches the store as a revoke, which keeps the grant's record and logs the change.
+    const lost = new Map([...this.revoked].filter(([id]) => !snapshot.revoked.has(id) && !this.sending.has(id) && !this.unsent.has(id)));
     if (lost.size > 0 && this.shared !== null) await this.shared.restoreTombstones(lost);
     await this.persist();
   }
@@ -438,5 +466,7 @@ export class Ledger {
 
 /** How long an admin write waits for a shared store that is reconnecting before it answers 503. */
 export const STORE_WAIT_MS = 1_000;
+/** How long a forgotten grant is kept from coming back by a stale read: far past any store round trip. */
+const FORGOTTEN_KEEP_MS = 60_000;
 const STORE_RETRY_DELAYS_MS = [50, 100, 200, 300, 350];
 

@@ -11,6 +11,7 @@ import { Redis } from 'ioredis';
 import { ProxyError } from '../core/index.js';
 import type { GrantRecord } from './ledger.js';
 import { RedisBudgets } from './redis-budgets.js';
+import { redisTargetLabel, redisTargetOptions, type RedisTarget } from './redis-target.js';
 import type { LedgerChange, LedgerSnapshot, SharedLedgerStore } from './shared-store.js';
 
 const LOG_LENGTH = 10_000;
@@ -64,12 +65,15 @@ redis.call('PUBLISH', ARGV[1], rev)
 return rev`;
 
 // Tombstones the store lost come back with a revision bump and no log entry, so every instance reads
-// the whole table again (a log shorter than the revision means resync).
+// the whole table again (a log shorter than the revision means resync). Only a tombstone that was
+// missing takes the record with it: one already there (a revoke that landed meanwhile) leaves it alone.
 const RESTORE = `
 local added = 0
 for i = 2, #ARGV, 2 do
-  added = added + redis.call('HSETNX', KEYS[4], ARGV[i], ARGV[i + 1])
-  redis.call('HDEL', KEYS[1], ARGV[i])
+  if redis.call('HSETNX', KEYS[4], ARGV[i], ARGV[i + 1]) == 1 then
+    added = added + 1
+    redis.call('HDEL', KEYS[1], ARGV[i])
+  end
 end
 if added == 0 then return 0 end
 local rev = redis.call('INCR', KEYS[2])
@@ -77,17 +81,6 @@ redis.call('PUBLISH', ARGV[1], rev)
 return rev`;
 
 type Script = (keys: readonly string[], args: readonly (string | number)[]) => Promise<unknown>;
-
-/** The URL without its password, for logs and errors. */
-export function redactRedisUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password !== '') u.password = '***';
-    return u.toString();
-  } catch {
-    return 'redis://(unparsable URL)';
-  }
-}
 
 function parseRecord(json: string, where: string): GrantRecord {
   try {
@@ -107,7 +100,8 @@ function fieldsOf(entry: [string, string[]]): Record<string, string> {
 }
 
 export interface RedisStoreOptions {
-  readonly url: string;
+  /** One server, or a Sentinel group's primary (redis-target.ts). */
+  readonly target: RedisTarget;
   readonly keyPrefix: string;
   /** Fails a command this long after the connection is lost, instead of queueing it. */
   readonly commandTimeoutMs: number;
@@ -121,24 +115,39 @@ export class RedisLedgerStore implements SharedLedgerStore {
   private budgetStore: RedisBudgets | null = null;
   private readonly prefix: string;
   private readonly scripts: Record<'issue' | 'revoke' | 'forget' | 'rotate' | 'restore', Script>;
+  private opened = false;
+  private readyCount = 0;
 
   private constructor(options: RedisStoreOptions) {
-    this.label = redactRedisUrl(options.url);
+    this.label = redisTargetLabel(options.target);
     const p = options.keyPrefix;
     this.prefix = p;
     this.keys = { grants: `${p}grants`, revoked: `${p}revoked`, rev: `${p}rev`, log: `${p}log`, channel: `${p}changes` };
     // No offline queue: a command while Redis is away fails at once, and the instance goes stale
     // instead of serving on a queue of promises (docs/fleet.md, "when Redis is away").
-    this.redis = new Redis(options.url, {
+    const target = redisTargetOptions(options.target, options.commandTimeoutMs);
+    const common = {
+      ...target.options,
       lazyConnect: true,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       connectTimeout: options.commandTimeoutMs,
       commandTimeout: options.commandTimeoutMs,
-      retryStrategy: (times) => Math.min(50 * times, 500),
-    });
+      retryStrategy: (times: number) => Math.min(50 * times, 500),
+      // While no sentinel answers, ioredis asks them again and again inside one connect; at start that
+      // would hang `sluice start`, so the first connect fails instead (exit 1 with the reason), and
+      // only once open do reconnects keep asking (a failover can take all sentinels a while).
+      sentinelRetryStrategy: (times: number) => (this.opened ? Math.min(50 * times, 500) : null),
+      // A server that answers READONLY is a replica (a primary demoted under us, or a role check INFO
+      // could not make for want of the ACL): reconnect, which asks the sentinels again. The command is not
+      // resent: it was refused, so it ran nothing, and its caller already answered 503 or retries itself.
+      reconnectOnError: (error: Error) => (error.message.startsWith('READONLY') ? 1 : false),
+    };
+    this.redis = target.url === null ? new Redis(common) : new Redis(target.url, common);
     // Errors are read where commands fail; an unhandled 'error' event must not crash the process.
     this.redis.on('error', () => undefined);
+    // Each new connection may be to a new primary: fleet-sync.ts then reads the whole table (connections()).
+    this.redis.on('ready', () => (this.readyCount += 1));
     const define = (lua: string): Script => {
       const sha = { lua };
       return (keys, args) => this.redis.eval(sha.lua, keys.length, ...keys, ...args) as Promise<unknown>;
@@ -152,12 +161,23 @@ export class RedisLedgerStore implements SharedLedgerStore {
     try {
       await store.redis.connect();
       await store.checkTypes();
+      store.opened = true;
     } catch (error) {
       store.redis.disconnect();
       if (error instanceof ProxyError) throw error;
       throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `cannot use the ledger store ${store.label}: ${(error as Error).message}`, { cause: error });
     }
     return store;
+  }
+
+  /**
+   * How many times the connection became ready. A Sentinel failover promotes a replica that may lack the
+   * last changes the old primary acknowledged (replication is asynchronous), and a restarted server may
+   * have lost its last second: after any new connection the instance reads the whole table and writes
+   * back the tombstones it lacks, rather than trust that an equal revision means the same history.
+   */
+  connections(): number {
+    return this.readyCount;
   }
 
   private async checkTypes(): Promise<void> {

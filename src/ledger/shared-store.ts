@@ -38,6 +38,12 @@ export interface SharedLedgerStore {
   revision(): Promise<number>;
   /** The changes after `revision` in order, or 'resync' when the log no longer reaches back that far. */
   changesSince(revision: number): Promise<readonly LedgerChange[] | 'resync'>;
+  /**
+   * How many connections to the store became ready so far. A new one may reach a server whose history
+   * differs at the same revision (a promoted replica that missed the last acknowledged changes), so
+   * the sync then reads the whole table. Absent: the store never changes under its clients.
+   */
+  connections?(): number;
   /** Calls `listener` when another instance (or this one) changed the store; best effort. */
   onNotify(listener: () => void): Promise<void>;
   close(): Promise<void>;

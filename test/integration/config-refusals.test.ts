@@ -97,6 +97,13 @@ describe('check-config and start agree', () => {
     ['auth ntlm without a credentials file', () => ({ listeners, route: { mode: 'proxy', proxy: { url: 'http://proxy.corp.test:8080', auth: 'ntlm' } } }), ['route.proxy.credentialsFile']],
     ['auth negotiate with a credentials file (Kerberos uses the service’s own tickets)', () => ({ listeners, route: { mode: 'proxy', proxy: [{ url: 'http://a.corp.test:8080' }, { url: 'http://b.corp.test:8080', auth: 'negotiate', credentialsFile: path.join(dir, 'no-such-file') }] } }), ['route.proxy[1].credentialsFile']],
     ['an unknown auth mechanism and a malformed spn', () => ({ listeners, route: { mode: 'proxy', proxy: { url: 'http://proxy.corp.test:8080', auth: 'kerberos', spn: 'HTTP/proxy.corp.test' } } }), ['route.proxy.auth', 'route.proxy.spn']],
+    // Issue 24 item 3: the shared store is one Redis or one Sentinel group; its variables are host checks.
+    ['a Redis URL and sentinels both', () => ({ listeners, ledger: { store: 'redis', redis: { url: 'redis://127.0.0.1:1/0', sentinels: ['127.0.0.1:26379'], name: 'g' } } }), ['ledger.redis.sentinels']],
+    [
+      'sentinels without the group name, and a password variable that is not set',
+      () => ({ listeners, ledger: { store: 'redis', redis: { sentinels: ['127.0.0.1:26379'], passwordEnv: 'SLUICE_REFUSALS_UNSET_REDIS_PASSWORD' } } }),
+      ['ledger.redis.name', 'ledger.redis.passwordEnv'],
+    ],
     [
       'a schema error, a cross-check error and a host error in one file, all named in one pass',
       () => ({
