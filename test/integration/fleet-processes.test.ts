@@ -11,7 +11,6 @@
 // across processes and restarts. The 100 ms p99 is `npm run bench:fleet`'s; here the bounds are loose.
 // Skipped only when redis-server is missing (.ci/run installs it). Needs `npm run build` first.
 import fs from 'node:fs';
-import http from 'node:http';
 import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,10 +18,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel, roundTrip, type ConnectTunnel } from '../support/raw-client.js';
+import { adminRequest, type AdminAnswer } from '../support/admin-socket.js';
 import { redisSkip, startRedis, type TestRedis } from '../support/redis.js';
 import { tokenHash } from '../support/sluice.js';
 import { killSluiceProcesses, logLines, REPO_ROOT as ROOT, startSluiceProcess, type SluiceProcess } from '../support/sluice-process.js';
-import { waitFor, waitUntil, withTimeout } from '../support/wait.js';
+import { waitFor, waitUntil } from '../support/wait.js';
 
 const MAX_STALE_MS = 500;
 const LEASE_TTL_MS = 1000;
@@ -41,10 +41,6 @@ interface Instance {
   port: number;
 }
 
-interface AdminAnswer {
-  status: number;
-  body: Record<string, unknown>;
-}
 
 interface GrantView {
   id: string;
@@ -54,37 +50,9 @@ interface GrantView {
 
 /** One admin API request over the instance's Unix socket. */
 function admin(on: Instance, method: string, route: string, body?: unknown): Promise<AdminAnswer> {
-  const payload = body === undefined ? undefined : JSON.stringify(body);
-  return withTimeout(
-    new Promise<AdminAnswer>((resolve, reject) => {
-      const req = http.request(
-        {
-          socketPath: on.adminSocket,
-          method,
-          path: route,
-          agent: false,
-          headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
-        },
-        (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => (text += c));
-          res.on('end', () => {
-            try {
-              resolve({ status: res.statusCode ?? 0, body: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) });
-            } catch (error) {
-              reject(new Error(`${on.name} ${method} ${route}: not JSON (${res.statusCode}): ${text.slice(0, 200)}`, { cause: error }));
-            }
-          });
-          res.on('error', reject);
-        },
-      );
-      req.on('error', reject);
-      req.end(payload);
-    }),
-    5000,
-    `${on.name} ${method} ${route}`,
-  );
+  return adminRequest(on.adminSocket, method, route, body, 5000).catch((error: unknown) => {
+    throw new Error(`${on.name}: ${(error as Error).message}`, { cause: error });
+  });
 }
 
 describe.skipIf(redisSkip())('fleet of processes: three `sluice start` children share one ledger on Redis', () => {

@@ -9,12 +9,12 @@
 // retried by the instance until the store takes it, so it too ends up on every instance; a 503 rotation
 // changed nothing. Every wait is bounded. Skipped only when redis-server is missing. Needs `npm run build`.
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel } from '../support/raw-client.js';
+import { adminRequest, type AdminAnswer } from '../support/admin-socket.js';
 import { redisSkip, startRedis, type TestRedis } from '../support/redis.js';
 import { killSluiceProcesses, REPO_ROOT as ROOT, startSluiceProcess, type SluiceProcess } from '../support/sluice-process.js';
 import { waitUntil, withTimeout } from '../support/wait.js';
@@ -31,43 +31,11 @@ interface Instance {
   port: number;
 }
 
-interface AdminAnswer {
-  status: number;
-  body: Record<string, unknown>;
-}
 
 function admin(on: Instance, method: string, route: string, body?: unknown): Promise<AdminAnswer> {
-  const payload = body === undefined ? undefined : JSON.stringify(body);
-  return withTimeout(
-    new Promise<AdminAnswer>((resolve, reject) => {
-      const req = http.request(
-        {
-          socketPath: on.adminSocket,
-          method,
-          path: route,
-          agent: false,
-          headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
-        },
-        (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => (text += c));
-          res.on('end', () => {
-            try {
-              resolve({ status: res.statusCode ?? 0, body: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) });
-            } catch (error) {
-              reject(new Error(`${on.name} ${method} ${route}: not JSON (${res.statusCode}): ${text.slice(0, 200)}`, { cause: error }));
-            }
-          });
-          res.on('error', reject);
-        },
-      );
-      req.on('error', reject);
-      req.end(payload);
-    }),
-    10_000,
-    `${on.name} ${method} ${route}`,
-  );
+  return adminRequest(on.adminSocket, method, route, body, 10_000).catch((error: unknown) => {
+    throw new Error(`${on.name}: ${(error as Error).message}`, { cause: error });
+  });
 }
 
 type Kind = 'issue' | 'rotate' | 'revoke' | 'forget';
