@@ -14,6 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { lstatOrNull, realOrSelf } from './paths.js';
 import type { TreeScan } from './tree-scan.js';
 
 /** Files at the root of a writable tree that shells, direnv, git, npm, editors or agents run or obey. */
@@ -91,7 +92,7 @@ export function planProtections(roots: readonly string[], scan: TreeScan, unprot
   const watched: string[] = [];
   for (const [file, want] of wanted) {
     if (isOptedOut(file)) continue;
-    const stat = lstat(file);
+    const stat = lstatOrNull(file);
     if (stat?.isSymbolicLink() === true) {
       return { ok: false, message: `refusing to run: ${file} is a symlink, and the caller's tools would follow it; remove it, or pass --unprotect ${file}` };
     }
@@ -117,7 +118,7 @@ export function createMissing(protections: readonly Protection[], via: (p: strin
       if (p.create.kind === 'dir') fs.mkdirSync(at, { mode: 0o755 });
       else fs.writeFileSync(at, p.create.content, { flag: 'wx', mode: 0o644 });
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST' && lstat(at)?.isSymbolicLink() === false) return [{ ...p, create: null }];
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST' && lstatOrNull(at)?.isSymbolicLink() === false) return [{ ...p, create: null }];
       // The parent is gone or unwritable: the command cannot create the name there either.
       return [];
     }
@@ -135,7 +136,7 @@ export function createMissing(protections: readonly Protection[], via: (p: strin
 export function quarantine(watched: readonly Watched[]): string[] {
   const moved: string[] = [];
   for (const { path: file, via } of watched) {
-    if (lstat(via) === null) continue;
+    if (lstatOrNull(via) === null) continue;
     const suffix = `.sluice-quarantine-${randomBytes(6).toString('hex')}`;
     try {
       fs.renameSync(via, `${via}${suffix}`);
@@ -178,21 +179,5 @@ function readSmallFile(file: string): string | null {
     return null;
   } finally {
     fs.closeSync(fd);
-  }
-}
-
-function lstat(p: string): fs.Stats | null {
-  try {
-    return fs.lstatSync(p);
-  } catch {
-    return null;
-  }
-}
-
-function realOrSelf(p: string): string {
-  try {
-    return fs.realpathSync(p);
-  } catch {
-    return path.resolve(p);
   }
 }

@@ -10,3 +10,4 @@ export * from './descriptors.js';
 export * from './open-tree.js';
 export * from './tree-scan.js';
 export * from './sluice-files.js';
+export * from './paths.js';

@@ -3,6 +3,7 @@
 // realpath); never starts anything. The view is an allow-list: what is not named here is absent.
 import fs from 'node:fs';
 import path from 'node:path';
+import { isWithin, lstatOrNull, realOrSelf } from './paths.js';
 import { createMissing, planProtections, type Protection, type Watched } from './caller-tree.js';
 import { identityOf, openTree } from './open-tree.js';
 import { SCAN_BUDGET_ENTRIES, scanTrees } from './tree-scan.js';
@@ -129,7 +130,7 @@ export function planSandbox(spec: SandboxSpec): PlanResult {
   const ownSocket = realOrSelf(spec.grantSocket);
   for (const hidden of spec.hidden.map(realOrSelf).filter((h) => h !== ownSocket)) {
     const holder = writable.find((dir) => isWithin(hidden, dir));
-    if (holder !== undefined && lstat(hidden) !== null) {
+    if (holder !== undefined && lstatOrNull(hidden) !== null) {
       return { ok: false, message: `refusing to make ${holder} writable: it holds ${hidden}, which is a running Sluice's (state, config, audit file, secret or sockets) and the command could rewrite or move it; pass --write a directory that does not hold it` };
     }
   }
@@ -210,7 +211,7 @@ function planView(spec: SandboxSpec, env: Record<string, string>, writable: read
   const steps: MountStep[] = [];
   const visible: string[] = [];
   for (const tree of SYSTEM_TREES) {
-    const stat = lstat(tree);
+    const stat = lstatOrNull(tree);
     if (stat?.isSymbolicLink() === true) steps.push({ dest: tree, args: ['--symlink', fs.readlinkSync(tree), tree] });
     else if (stat?.isDirectory() === true) {
       steps.push({ dest: tree, args: ['--ro-bind', tree, tree] });
@@ -290,7 +291,7 @@ function planMasks(spec: SandboxSpec, visible: readonly string[], scanned: reado
   const devNull = identityOf('/dev/null');
   const mask = (target: string): string | null => {
     const real = realOrSelf(target);
-    const stat = lstat(real);
+    const stat = lstatOrNull(real);
     if (stat === null) return null;
     const exposed = visible.find((root) => isWithin(root, real));
     if (exposed !== undefined) return `refusing to show ${exposed}: it is or holds ${real}, which the command must not see (Sluice's state, config or sockets)`;
@@ -331,7 +332,7 @@ function planMasks(spec: SandboxSpec, visible: readonly string[], scanned: reado
  */
 function locateSocket(listed: string): { readonly dir: string } | null {
   let at = realOrSelf(listed);
-  if (lstat(at)?.isSocket() === true) return { dir: path.dirname(at) };
+  if (lstatOrNull(at)?.isSocket() === true) return { dir: path.dirname(at) };
   while (at !== '/') {
     at = path.dirname(at);
     if (isDirectory(at)) return { dir: realOrSelf(at) };
@@ -342,7 +343,7 @@ function locateSocket(listed: string): { readonly dir: string } | null {
 /** The socket files directly in one directory. */
 function socketsIn(dir: string): string[] {
   try {
-    return fs.readdirSync(dir).map((name) => path.join(dir, name)).filter((file) => lstat(file)?.isSocket() === true);
+    return fs.readdirSync(dir).map((name) => path.join(dir, name)).filter((file) => lstatOrNull(file)?.isSocket() === true);
   } catch {
     return [];
   }
@@ -373,31 +374,10 @@ export function sandboxEnv(spec: Pick<SandboxSpec, 'callerEnv' | 'envFlags' | 'h
   return { ok: true, env };
 }
 
-function isWithin(child: string, parent: string): boolean {
-  if (parent === '/') return true;
-  return child === parent || child.startsWith(`${parent}/`);
-}
-
 function depth(p: string): number {
   return p === '/' ? 0 : p.split('/').length - 1;
 }
 
-function lstat(p: string): fs.Stats | null {
-  try {
-    return fs.lstatSync(p);
-  } catch {
-    return null;
-  }
-}
-
 function isDirectory(p: string): boolean {
-  return lstat(p)?.isDirectory() === true;
-}
-
-function realOrSelf(p: string): string {
-  try {
-    return fs.realpathSync(p);
-  } catch {
-    return path.resolve(p);
-  }
+  return lstatOrNull(p)?.isDirectory() === true;
 }

@@ -6,6 +6,7 @@
 // config that cannot lie under a shown tree is not parsed at all.
 import fs from 'node:fs';
 import path from 'node:path';
+import { isWithin } from './paths.js';
 
 /** What the YAML says, as far as paths go; anything of another shape is ignored (the file is Sluice's, validated when it loaded). */
 interface ConfigPaths {
@@ -59,8 +60,4 @@ function runtimeSocketPaths(state: string): string[] {
   } catch {
     return []; // no ledger, another user's (0600), or the Redis store: /proc/net/unix and the walk still find them
   }
-}
-
-function isWithin(child: string, parent: string): boolean {
-  return parent === '/' || child === parent || child.startsWith(`${parent}/`);
 }

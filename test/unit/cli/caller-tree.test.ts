@@ -87,10 +87,13 @@ function mkfifo(p: string): void {
 function inChild(code: string): SpawnSyncReturns<string> {
   const module = path.join(base, 'caller-tree.mjs');
   if (!fs.existsSync(module)) {
-    const js = ts.transpileModule(fs.readFileSync(new URL('../../../src/cli/caller-tree.ts', import.meta.url), 'utf8'), {
-      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
-    }).outputText;
-    fs.writeFileSync(module, js);
+    // caller-tree.ts and the one sibling it imports (paths.ts), each transpiled from the source.
+    for (const name of ['paths', 'caller-tree']) {
+      const js = ts.transpileModule(fs.readFileSync(new URL(`../../../src/cli/${name}.ts`, import.meta.url), 'utf8'), {
+        compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+      }).outputText;
+      fs.writeFileSync(path.join(base, `${name}.mjs`), js.replace("from './paths.js'", "from './paths.mjs'"));
+    }
   }
   return spawnSync(process.execPath, ['--input-type=module', '-e', `import * as ct from ${JSON.stringify(`file://${module}`)};\n${code}`], { encoding: 'utf8', timeout: 5000 });
 }
