@@ -378,9 +378,16 @@ export interface TunnelExchange {
 }
 
 export interface ChromiumResult extends ClientResult {
-  /** The DOM after load, or '' when the load failed. */
+  /**
+   * What --dump-dom printed: the page, or after a failed load '' or Chromium's own error page, depending
+   * on its version (150 prints an empty document, 156 nothing). Tests assert on it only for loads that
+   * succeed or that show Sluice's own body.
+   */
   dom: string;
-  /** `net::ERR_…` from Chromium's log line "Page load failed: …", when the load failed. */
+  /**
+   * `net::ERR_…` that ended the navigation: the "Page load failed" log line where this version prints
+   * one, else the URL request's own net_error in the net log (which for a 407 is the tunnel failure).
+   */
   loadError: string | undefined;
   tunnels: TunnelExchange[];
 }
@@ -400,13 +407,20 @@ export function chromiumFlags(profile: string): string[] {
   ];
 }
 
-function tunnelExchanges(netLogFile: string): TunnelExchange[] {
-  let log: { events?: { source?: { id?: number }; params?: { line?: unknown; headers?: unknown } }[] };
+interface NetLog {
+  constants?: { netError?: Record<string, number>; logSourceType?: Record<string, number> };
+  events?: { source?: { id?: number; type?: number }; params?: { line?: unknown; headers?: unknown; url?: unknown; net_error?: unknown } }[];
+}
+
+function readNetLog(file: string): NetLog {
   try {
-    log = JSON.parse(fs.readFileSync(netLogFile, 'utf8')) as typeof log;
+    return JSON.parse(fs.readFileSync(file, 'utf8')) as NetLog;
   } catch {
-    return [];
+    return {};
   }
+}
+
+function tunnelExchanges(log: NetLog): TunnelExchange[] {
   const requests = new Map<number, string>();
   const out: TunnelExchange[] = [];
   for (const event of log.events ?? []) {
@@ -422,6 +436,31 @@ function tunnelExchanges(netLogFile: string): TunnelExchange[] {
   return out;
 }
 
+/**
+ * The error that ended the URL request for `url`: the last one logged for it (an auth retry logs the
+ * tunnel failure first). The net log names its own codes in constants.netError, so this holds across
+ * Chromium versions, unlike the rendered error page.
+ */
+function navigationError(log: NetLog, url: string): string | undefined {
+  const names = new Map(Object.entries(log.constants?.netError ?? {}).map(([name, code]) => [code, name]));
+  const urlRequest = log.constants?.logSourceType?.['URL_REQUEST'];
+  const target = new URL(url).href;
+  const urlOf = new Map<number, string>();
+  let last: string | undefined;
+  for (const event of log.events ?? []) {
+    const { id, type } = event.source ?? {};
+    const params = event.params;
+    if (id === undefined || params === undefined || type !== urlRequest) continue;
+    if (typeof params.url === 'string') urlOf.set(id, params.url);
+    const code = params.net_error;
+    if (typeof code === 'number' && code < 0 && urlOf.get(id) === target) {
+      const name = names.get(code);
+      if (name !== undefined) last = name.startsWith('net::') ? name : `net::${name}`;
+    }
+  }
+  return last;
+}
+
 /** Runs headless Chromium with `flags` (proxy settings, certificate trust) and `--dump-dom url`. */
 export async function runChromium(flags: string[], url: string, timeoutMs = 40_000): Promise<ChromiumResult> {
   const profile = tempDir('chromium');
@@ -432,8 +471,9 @@ export async function runChromium(flags: string[], url: string, timeoutMs = 40_0
       [...chromiumFlags(profile), '--enable-logging=stderr', '--v=0', `--log-net-log=${netLog}`, ...flags, '--dump-dom', url],
       { timeoutMs },
     );
-    const loadError = /Page load failed: (net::ERR_[A-Z_]+)/.exec(r.stderr)?.[1];
-    return { ...r, dom: r.stdout, loadError, tunnels: tunnelExchanges(netLog) };
+    const log = readNetLog(netLog);
+    const loadError = /Page load failed: (net::ERR_[A-Z_]+)/.exec(r.stderr)?.[1] ?? navigationError(log, url);
+    return { ...r, dom: r.stdout, loadError, tunnels: tunnelExchanges(log) };
   } finally {
     fs.rmSync(profile, { recursive: true, force: true });
   }
