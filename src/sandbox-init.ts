@@ -109,7 +109,7 @@ function main(argv: readonly string[]): void {
 
 /**
  * The handshake with `sluice run`: "ready" tells it confinement was set up (anything after is the
- * command's doing); its "go" says the grant is in place. Closed before the command starts, so the
+ * command's doing); its "go" says the grant is in place, its "stop" that the run was cancelled. Closed before the command starts, so the
  * command never holds it.
  */
 function awaitGo(fd: number, then: () => void): void {
@@ -121,6 +121,8 @@ function awaitGo(fd: number, then: () => void): void {
     handshake.removeListener('close', onClose);
     handshake.destroy();
     if (answer === 'go\n') then();
+    // `sluice run` cancelled the start and says why itself: a second line here would only blur it.
+    else if (answer === 'stop\n') process.exit(EXIT_CONFINEMENT_FAILED);
     else fail('sluice run did not let the command start');
   };
   const onClose = (): void => fail('sluice run went away before the command started');

@@ -29,13 +29,19 @@ export interface PendingRunGrant {
   /** Where the grant's socket will be once issued (in a fresh 0700 directory of the caller's). */
   readonly socket: string;
   readonly issued: Promise<RunGrantResult>;
+  /**
+   * Removes the socket's directory. A failed issue leaves it until the run calls this after its sandbox
+   * is gone: bubblewrap may be binding it at that moment, and a vanished source makes bwrap print its
+   * own error before the run's (UX review of 2026-12-04, finding 7).
+   */
+  discard(): void;
 }
 
 /** Starts issuing; the socket path is known at once, so the sandbox can be built meanwhile. */
 export function beginRunGrant(request: RunGrantRequest): PendingRunGrant {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-run-'));
   const socket = path.join(dir, 'grant.sock');
-  return { socket, issued: issue(request, dir, socket) };
+  return { socket, issued: issue(request, dir, socket), discard: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }
 
 async function issue(request: RunGrantRequest, dir: string, socket: string): Promise<RunGrantResult> {
@@ -45,7 +51,6 @@ async function issue(request: RunGrantRequest, dir: string, socket: string): Pro
     const answer = await callAdmin(request.admin, request.adminToken, { method: 'POST', path: '/v1/grants', body });
     const issued = answer.body as { id?: unknown; error?: unknown; issues?: readonly { path: string; message: string }[] };
     if (answer.status !== 201 || typeof issued.id !== 'string') {
-      fs.rmSync(dir, { recursive: true, force: true });
       const issues = (Array.isArray(issued.issues) ? issued.issues : []).map((i) => `; ${i.path}: ${i.message}`).join('');
       return { ok: false, message: `the admin API refused the run's grant: ${answer.status} ${typeof issued.error === 'string' ? issued.error : ''}${issues}` };
     }
@@ -63,7 +68,6 @@ async function issue(request: RunGrantRequest, dir: string, socket: string): Pro
     };
     return { ok: true, grant: { id, socket, revoke } };
   } catch (error) {
-    fs.rmSync(dir, { recursive: true, force: true });
     return { ok: false, message: `cannot issue the run's grant: ${(error as Error).message}` };
   }
 }

@@ -10,9 +10,11 @@ import { quarantine } from './caller-tree.js';
 import { closeInheritedDescriptors, stdioRefusal } from './descriptors.js';
 import { HANDSHAKE_FD, SECCOMP_FD, TREE_FD_BASE, planSandbox, type SandboxPlan, type SandboxSpec } from './sandbox-plan.js';
 import { buildSeccompFilter, isSeccompArchSupported } from './seccomp-filter.js';
-import { beginRunGrant, type RunGrant, type RunGrantRequest, type RunGrantResult } from './run-grant.js';
+import { beginRunGrant, type PendingRunGrant, type RunGrant, type RunGrantRequest, type RunGrantResult } from './run-grant.js';
 
 export const EXIT_CONFINEMENT_FAILED = 125;
+/** How long a cancelled start may take to wind down before bubblewrap is killed. */
+const CANCEL_GRACE_MS = 5_000;
 const SIGNAL_NUMBERS: Readonly<Record<string, number>> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 };
 
 /** What `sluice run` was asked for; the plan's own fields keep their meaning (sandbox-plan.ts). */
@@ -59,9 +61,10 @@ export async function runConfined(options: RunOptions, io: RunIo): Promise<numbe
     state.cancel?.();
   });
   let grant: RunGrant | null = null;
+  let pending: PendingRunGrant | null = null;
   try {
     // A run-owned grant is issued while the sandbox boots; the command waits for it (the handshake).
-    const pending = options.grant === undefined ? null : beginRunGrant(options.grant);
+    pending = options.grant === undefined ? null : beginRunGrant(options.grant);
     const socket = pending?.socket ?? options.grantSocket;
     const issued: Promise<RunGrantResult | null> = pending === null ? Promise.resolve(null) : pending.issued;
     void issued.then((r) => (grant = r?.ok === true ? r.grant : null));
@@ -98,6 +101,7 @@ export async function runConfined(options: RunOptions, io: RunIo): Promise<numbe
       const revoked = await owned.revoke();
       if (revoked !== null) io.stderr(`sluice run: could not revoke the run's grant ${owned.id}: ${revoked}\n`);
     }
+    pending?.discard();
   }
 }
 
@@ -116,8 +120,8 @@ interface Sandbox {
   /** Lets the command start (the grant is in place). */
   go(): void;
   /**
-   * Ends the sandbox before its command starts. Closing the handshake ends the init too, even when
-   * bwrap died before its --die-with-parent was in place.
+   * Ends the sandbox: before its command starts, the init reads "stop" (or the handshake's end) and
+   * exits, and bwrap with it; after, bwrap is killed and the command dies with it.
    */
   cancel(): void;
   readonly outcome: Promise<SandboxOutcome>;
@@ -141,12 +145,27 @@ function startSandbox(bwrap: string, plan: SandboxPlan, filter: Buffer, state: S
     );
     child.once('close', (code, signal) => resolve({ isReady, status: code ?? 128 + (signal === null ? 0 : (os.constants.signals[signal] ?? 0)), error: null }));
   });
+  let hasGone = false;
+  let fallback: NodeJS.Timeout | null = null;
+  void outcome.then(() => fallback !== null && clearTimeout(fallback));
   const cancel = (): void => {
-    handshake?.destroy();
-    child.kill('SIGKILL');
+    if (hasGone || handshake === null || handshake === undefined) {
+      child.kill('SIGKILL');
+      return;
+    }
+    // Before the command starts, the init is told to stop and bubblewrap ends with it. A SIGKILL during
+    // bwrap's set-up can orphan its inner process before --die-with-parent is armed, holding the
+    // caller's stderr; and the init, seeing the handshake vanish, would add a second message to the
+    // run's own (UX review of 2026-12-04, finding 7). The kill stays as a bounded fallback.
+    handshake.end('stop\n');
+    fallback ??= setTimeout(() => child.kill('SIGKILL'), CANCEL_GRACE_MS);
   };
   state.cancel = cancel;
-  return { go: () => void handshake?.write('go\n'), cancel, outcome };
+  const go = (): void => {
+    hasGone = true;
+    handshake?.write('go\n');
+  };
+  return { go, cancel, outcome };
 }
 
 /**

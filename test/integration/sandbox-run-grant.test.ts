@@ -124,6 +124,22 @@ describe.skipIf(skip !== null)('sluice run --destination: a grant for this run o
     expect((await listGrants(admin)).length).toBe(before);
   });
 
+  it('with no Sluice at --admin, says only that (no bubblewrap line before it), runs nothing and leaves no socket directory', async () => {
+    const marker = path.join(work, 'ran-without-sluice');
+    const tmp = fs.mkdtempSync(path.join(dir, 'tmp-'));
+    // Several runs: the stray line came from a race between bubblewrap's binds and the failed issue.
+    for (let i = 0; i < 3; i += 1) {
+      const run = startSluiceRun(['--destination', url, '--admin', `unix:${path.join(dir, 'nobody/admin.sock')}`, '--', 'touch', marker], { cwd: work, env: callerEnv(dir, { TMPDIR: tmp }), timeoutMs: 30_000 });
+      const r = await run.result;
+      expect(r.code).toBe(125);
+      const lines = r.stderr.trim().split('\n');
+      expect(lines, r.stderr).toHaveLength(1);
+      expect(lines[0]).toMatch(/^sluice run: cannot issue the run's grant: .*is sluice running\?/);
+      expect(fs.existsSync(marker)).toBe(false);
+      expect(fs.readdirSync(tmp)).toEqual([]);
+    }
+  });
+
   it('issues the grant while the command runs, serves the command through it, and revokes it on a normal exit (status passed on)', async () => {
     const { run, grant } = await startAndObserve(waitingCommand(`${url}/owned`, 'exit 7'));
     expect(run.stdout()).toContain('origin:GET:/owned');
