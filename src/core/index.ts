@@ -1,5 +1,6 @@
 // The core vocabulary: reason codes, verdicts, faults, types and ports. No I/O.
 export * from './reason.js';
+export * from './remedy.js';
 export * from './proxy-status.js';
 export * from './socks-reply.js';
 export * from './verdict.js';

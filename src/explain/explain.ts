@@ -1,10 +1,11 @@
 // `sluice explain`: runs a hop's policy stages for a grant and a target without connecting, and reports
 // each step: canonical destination, matched rule, resolved addresses and classes, route, attested, reason.
 import { authorize, canonicalize, parseAbsoluteTarget } from '../authority/index.js';
-import { Reasons, type ReasonCode, type UpstreamProxy } from '../core/index.js';
+import { Reasons, remedyFor, type ReasonCode, type UpstreamProxy } from '../core/index.js';
 import { authModeOf } from '../egress/index.js';
 import { checkGrantLive, decideDestination, decisionOf, Hop, isAttested, type ProxyRuntime } from '../proxy/index.js';
 import type { RuntimeGrant } from '../grant/index.js';
+import { closestRule, type ClosestRule } from './closest-rule.js';
 import type { GrantChoice } from './grant-source.js';
 
 export interface Explanation {
@@ -28,6 +29,12 @@ export interface Explanation {
   readonly reason: ReasonCode;
   readonly status: number;
   readonly detail: string | null;
+  /** For destination_not_granted: the grant's rules (its own authority, shown to the host only); else null. */
+  readonly rules: readonly string[] | null;
+  /** For destination_not_granted: the rule sharing the host or port, and how it differs; else null. */
+  readonly closest: ClosestRule | null;
+  /** How to fix a denial (core/remedy.ts), as the denial body says it; null when allowed or bad input. */
+  readonly fix: string | null;
   /** Set when the question itself is wrong (a malformed target, an unknown grant): exit 2, not a denial. */
   readonly badInput: string | null;
 }
@@ -82,6 +89,7 @@ export async function explain(rt: ProxyRuntime, grantId: string, target: string,
     const why = decision.detail === null || decision.detail === '' ? Reasons[decision.reason].message : decision.detail;
     badInput = `target ${JSON.stringify(target)}: ${why} (${decision.reason})`;
   } else if (found.problem !== null) badInput = found.problem;
+  const authority = badInput === null && decision.reason === 'destination_not_granted' ? found.grant?.authority : undefined;
   return {
     grant: grantId,
     source: choice.from,
@@ -104,6 +112,9 @@ export async function explain(rt: ProxyRuntime, grantId: string, target: string,
     reason: decision.reason,
     status: decision.status,
     detail: decision.detail,
+    rules: authority === undefined ? null : authority.rules.map((r) => r.text),
+    closest: authority === undefined || hop.canonical === null ? null : closestRule(authority.rules, hop.kind, hop.canonical),
+    fix: badInput === null && decision.decision === 'deny' ? remedyFor(decision.reason, decision) : null,
     badInput,
   };
 }
@@ -166,6 +177,9 @@ export function formatExplanation(e: Explanation): string {
     ...e.alternatives.map((a, i) => `  ${i + 1}. ${a.hop}: ${a.attested ? 'attested (Sluice checks the dialed address)' : 'unattested (the upstream proxy resolves the name)'}${a.credentialObserving ? ', credential-observing (inspects TLS)' : ''}`),
     `attested:   ${e.attested === null ? '-' : String(e.attested)}`,
     `decision:   ${e.decision} ${e.status} ${e.reason}${e.detail === null ? '' : ` (${e.detail})`}`,
+    ...(e.rules === null ? [] : [`rules:      ${e.rules.length === 0 ? 'none' : e.rules.join(', ')}`]),
+    ...(e.closest === null ? [] : [`closest:    ${e.closest.rule} (${e.closest.why})`]),
+    ...(e.fix === null ? [] : [`fix:        ${e.fix}`]),
   ];
   return `${lines.join('\n')}\n`;
 }

@@ -1,22 +1,32 @@
 // Writes the responses Sluice generates itself: status from the reason table, an RFC 9209 Proxy-Status
-// whose `details` is the reason code, and a one-line body naming the canonical destination and grant.
-// Never a token, never a header value from the request, never an audit-only code (core/reason.ts).
+// whose `details` is the reason code, and a one-line body naming the canonical destination and grant,
+// and how to fix the denial (core/remedy.ts). Never a token, never a header value from the request,
+// never an address, never an audit-only code (core/reason.ts).
 import type http from 'node:http';
 import type net from 'node:net';
-import { PROXY_NAME, proxyStatus, Reasons, sentReason, type ReasonCode } from '../core/index.js';
+import { deniedClasses, PROXY_NAME, proxyStatus, Reasons, remedyFor, sentReason, type ReasonCode } from '../core/index.js';
 import { AUTH_THROTTLE_WINDOW_SECONDS } from '../grant/index.js';
 import type { Decision } from './decision.js';
 
 /**
  * What a denial answer reads of the hop's decision (decision.ts): its code (an audit-only code is
- * answered as the code it maps to), the canonical destination and the principal's grant.
+ * answered as the code it maps to), the canonical destination and the principal's grant, and for the
+ * fix the request kind, scheme and the classes (never the addresses) of the destination's answers.
  */
-export type DenialContext = Pick<Decision, 'reason' | 'canonical' | 'principal'>;
+export type DenialContext = Pick<Decision, 'reason' | 'canonical' | 'principal' | 'request' | 'scheme' | 'addresses'>;
 
+/**
+ * `sluice: <status> <code>: <message> (destination …, grant …[, denied class …]); fix: …`. Clients and
+ * scripts read the line's start (git prints it as `remote: sluice: 403 …`). The classes are those of the
+ * destination the principal itself asked for, as smokescreen says too; the grant's other rules are not
+ * named: a grant is opaque to its principal, and `sluice explain` lists them to the host.
+ */
 export function denialBody(ctx: DenialContext): string {
   const reason = sentReason(ctx.reason);
   const spec = Reasons[reason];
-  return `sluice: ${spec.status} ${reason}: ${spec.message} (destination ${ctx.canonical ?? 'unknown'}, grant ${ctx.principal ?? 'none'})\n`;
+  const classes = reason === 'address_class_denied' ? deniedClasses(ctx) : [];
+  const denied = classes.length === 0 ? '' : `, denied class${classes.length === 1 ? '' : 'es'} ${classes.join(', ')}`;
+  return `sluice: ${spec.status} ${reason}: ${spec.message} (destination ${ctx.canonical ?? 'unknown'}, grant ${ctx.principal ?? 'none'}${denied}); fix: ${remedyFor(reason, ctx)}\n`;
 }
 
 function denialHeaders(reason: ReasonCode, body: string, close: boolean): [string, string][] {

@@ -57,3 +57,40 @@ export function codeSpan(cell: string): string | null {
   const match = /^`([^`]+)`$/.exec(cell.trim());
   return match === null ? null : (match[1] ?? null);
 }
+
+export interface FencedBlock {
+  /** The text of the nearest heading above the block, without the leading `#`s. */
+  readonly heading: string;
+  /** What follows the opening fence (`yaml`, `sh`, or ''). */
+  readonly info: string;
+  readonly text: string;
+  /** 1-based line of the opening fence, for messages. */
+  readonly line: number;
+}
+
+/** Every fenced code block (```) of a markdown document; indented fences (inside list items) count too. */
+export function readFencedBlocks(markdown: string): FencedBlock[] {
+  const lines = markdown.split(/\r?\n/);
+  const blocks: FencedBlock[] = [];
+  let heading = '';
+  for (let i = 0; i < lines.length; i += 1) {
+    const line = lines[i] ?? '';
+    const h = /^#{1,6}\s+(.*)$/.exec(line);
+    if (h !== null) {
+      heading = (h[1] ?? '').trim();
+      continue;
+    }
+    const open = /^(\s*)```(.*)$/.exec(line);
+    if (open === null) continue;
+    const indent = open[1]?.length ?? 0;
+    const body: string[] = [];
+    let j = i + 1;
+    while (j < lines.length && !/^\s*```\s*$/.test(lines[j] ?? '')) {
+      body.push((lines[j] ?? '').slice(Math.min(indent, /^\s*/.exec(lines[j] ?? '')?.[0].length ?? 0)));
+      j += 1;
+    }
+    blocks.push({ heading, info: (open[2] ?? '').trim(), text: body.join('\n'), line: i + 1 });
+    i = j;
+  }
+  return blocks;
+}

@@ -1,8 +1,10 @@
 // docs/reason-codes.md must match the Reasons and CloseReasons tables of src/core/reason.ts in both
 // directions (fastify's errors.test pattern): every code documented once, with its status and message,
-// and no documented code that the code does not know. The Proxy-Status error types are checked too.
+// and no documented code that the code does not know. The Proxy-Status error types are checked too, and
+// the fix of each code (src/core/remedy.ts): documented as written, and naming only CLI commands and
+// flags that main.ts declares and config keys that docs/configuration.md documents (never an invented one).
 import { describe, expect, it } from 'vitest';
-import { AuditOnlyReasons, CloseReasons, Reasons, sentReason, type ReasonCode } from '../../src/core/index.js';
+import { AuditOnlyReasons, CloseReasons, Reasons, Remedies, sentReason, UNGRANTABLE_CLASS_REMEDY, type ReasonCode } from '../../src/core/index.js';
 import { proxyStatus } from '../../src/core/index.js';
 import { codeSpan, readDoc, readTables, type MarkdownTable } from './markdown.js';
 
@@ -110,5 +112,57 @@ describe('docs/reason-codes.md: Proxy-Status error types', () => {
     expect(Reasons[code as ReasonCode].status).toBe(Reasons[sentAs].status);
     expect(sentReason(sentAs)).toBe(sentAs);
     expect(rowsOfDecisionTable.get(code)?.join(' ')).toMatch(/Audit-only: never sent to a client/);
+  });
+});
+
+describe('docs/reason-codes.md: how to fix a denial', () => {
+  const table = tableUnder('How to fix a denial');
+  const { rows, duplicates } = rowsByCode(table);
+
+  it('has the columns code, fix, and documents each code once, every one of Reasons and no other', () => {
+    expect(table.header).toEqual(['code', 'fix']);
+    expect(duplicates).toEqual([]);
+    expect(Object.keys(Reasons).filter((code) => !rows.has(code))).toEqual([]);
+    expect([...rows.keys()].filter((code) => !Object.hasOwn(Reasons, code))).toEqual([]);
+  });
+
+  it.each(Object.entries(Remedies))('documents the fix of %s as written', (code, fix) => {
+    expect(rows.get(code)?.[1]).toContain(`\`${fix}\``);
+  });
+
+  it('documents the fix for classes no grant can allow', () => {
+    expect(readDoc(DOC)).toContain(`\`${UNGRANTABLE_CLASS_REMEDY}\``);
+  });
+});
+
+describe('src/core/remedy.ts names only commands, flags and config keys that exist', () => {
+  const fixes = [...Object.values(Remedies), UNGRANTABLE_CLASS_REMEDY];
+  const main = readDoc('src/main.ts');
+  const flags = new Set([...main.matchAll(/\.(?:option|requiredOption)\('(--[a-z-]+)/g)].map((m) => m[1]));
+  const commands = new Set([...main.matchAll(/\.command\('([a-z-]+)'\)/g)].map((m) => m[1]));
+  const documented = new Set(
+    readTables(readDoc('docs/configuration.md'))
+      .flatMap((t) => t.rows.map((r) => codeSpan(r[0] ?? '')))
+      .filter((k): k is string => k !== null),
+  );
+  // A grant key is named relative to the grant (`limits.maxBytes on the grant`), as run-time grants spell it.
+  const isKey = (key: string): boolean => documented.has(key) || documented.has(`grants[].${key}`);
+
+  it('main.ts and docs/configuration.md were read (the checks below have something to check against)', () => {
+    expect(flags.has('--allow-class')).toBe(true);
+    expect(commands.has('run')).toBe(true);
+    expect(isKey('allowAddressClasses')).toBe(true);
+  });
+
+  it.each(fixes)('%s', (fix) => {
+    const unknownFlags = [...fix.matchAll(/(?<![\w-])--[a-z][a-z-]*/g)].map((m) => m[0]).filter((flag) => !flags.has(flag));
+    expect(unknownFlags, 'flags main.ts does not declare').toEqual([]);
+    const unknownCommands = [...fix.matchAll(/\bsluice ([a-z][a-z-]*)(?: ([a-z]+))?/g)]
+      .filter((m) => !commands.has(m[1] ?? '') || (m[1] === 'grant' && !commands.has(m[2] ?? '')))
+      .map((m) => m[0]);
+    expect(unknownCommands, 'sluice commands main.ts does not declare').toEqual([]);
+    const dotted = [...fix.matchAll(/\b[a-z][A-Za-z]*(?:\[\])?(?:\.[a-z][A-Za-z]*(?:\[\])?)+/g)].map((m) => m[0]);
+    const bare = [...fix.replace(/\b[a-z][A-Za-z]*(?:\[\])?(?:\.[a-z][A-Za-z]*(?:\[\])?)+/g, ' ').matchAll(/\b[a-z]+[A-Z][A-Za-z]*\b/g)].map((m) => m[0]);
+    expect([...dotted, ...bare].filter((key) => !isKey(key)), 'config keys docs/configuration.md does not document').toEqual([]);
   });
 });

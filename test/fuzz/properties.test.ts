@@ -189,16 +189,22 @@ describe('reason codes and Proxy-Status (RFC 9209)', () => {
     );
   });
 
-  it('the denial body is one line naming the code sent, whatever the destination key and grant id', () => {
+  it('the denial body is one line naming the code sent, whatever the destination key, grant id and answers; never an address', () => {
     const grantId = fc.stringMatching(/^[A-Za-z0-9_.-]{1,40}$/);
+    const SECRET_ADDRESSES = ['203.0.113.77', 'fd00::7a', '::ffff:7f00:2'];
+    const answers = fc.array(fc.record({ address: fc.constantFrom(...SECRET_ADDRESSES), class: fc.constantFrom(...ADDRESS_CLASSES), allowed: fc.boolean() }), { maxLength: 4 });
+    const request = fc.constantFrom('connect' as const, 'forward' as const);
+    const scheme = fc.option(fc.constantFrom('http' as const, 'https' as const, 'ws' as const, 'wss' as const, 'tcp' as const));
     fc.assert(
-      fc.property(fc.constantFrom(...codes), fc.option(fc.domain().map((d) => `${d}:443`)), fc.option(grantId), (reason, destination, grant) => {
-        const body = denialBody({ reason, canonical: destination, principal: grant });
+      fc.property(fc.constantFrom(...codes), fc.option(fc.domain().map((d) => `${d}:443`)), fc.option(grantId), answers, request, scheme, (reason, destination, grant, addresses, kind, sch) => {
+        const body = denialBody({ reason, canonical: destination, principal: grant, addresses, request: kind, scheme: sch });
         expect(body.endsWith('\n')).toBe(true);
         expect(body.slice(0, -1)).not.toMatch(/[\r\n]/);
         const sent = sentReason(reason);
         expect(body.startsWith(`sluice: ${Reasons[sent].status} ${sent}: `)).toBe(true);
+        expect(body).toMatch(/; fix: [^\n]+\n$/);
         for (const auditOnly of Object.keys(AuditOnlyReasons)) expect(body).not.toContain(auditOnly);
+        for (const address of SECRET_ADDRESSES) expect(body).not.toContain(address);
       }),
       params(500),
     );

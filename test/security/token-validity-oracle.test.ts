@@ -13,6 +13,7 @@ import path from 'node:path';
 import { startHttpOrigin, type Origin } from '../support/origins.js';
 import { parseResponseHead } from '../support/raw-client.js';
 import { startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
+import { Remedies } from '../../src/core/index.js';
 
 const TOKEN_A = 'tok-oracle-a';
 const TOKEN_B = 'tok-oracle-b';
@@ -155,7 +156,7 @@ describe('review 2026-12 finding 13: no token-validity oracle on dedicated liste
     const valid = bodyOf(await converse({ port: tcpA }, [get('b.test', '/x', basic('b', TOKEN_B))]));
     const random = bodyOf(await converse({ port: tcpA }, [get('b.test', '/x', basic('b', RANDOM))]));
     expect(valid).toBe(random);
-    expect(valid.split('\n--\n')[0]).toBe('sluice: 407 token_invalid: the presented grant token is not valid (destination unknown, grant none)\n');
+    expect(valid.split('\n--\n')[0]).toBe(`sluice: 407 token_invalid: the presented grant token is not valid (destination unknown, grant none); fix: ${Remedies.token_invalid}\n`);
   });
 
   it('the audit record keeps the difference: reason token_grant_mismatch, detail naming the token’s grant, status 407', async () => {

@@ -10,6 +10,7 @@ import { grantSpecSchema, parseConfigText } from '../../../src/config/index.js';
 import type { ProxyRuntime } from '../../../src/proxy/index.js';
 import { exitCodeOf, explain, formatExplanation, type GrantChoice } from '../../../src/explain/index.js';
 import { silentLog } from '../../support/sluice.js';
+import { remedyFor, Remedies } from '../../../src/core/index.js';
 
 const fromInstance = (fields: object, revoked = false): GrantChoice => ({ from: 'the running instance at unix:/x', instance: { spec: grantSpecSchema.parse(fields), revoked }, warning: null });
 
@@ -92,6 +93,48 @@ describe('explain', () => {
 
   it('prints where the grant came from', async () => {
     expect(formatExplanation(await explain(rt, 'cfg', 'https://api.test'))).toMatch(/^grant:\s+cfg\nsource:\s+the config\n/);
+  });
+
+  describe('UX review of 2026-12-04, finding 3: a denial says how to fix it', () => {
+    it('an address class denial: the fix names the class, as flag and as grant key, after the decision line', async () => {
+      const e = await explain(rt, 'g-5', 'https://lan.test', fromInstance({ destinations: ['https://lan.test'] }));
+      expect(e).toMatchObject({ reason: 'address_class_denied', rules: null, closest: null });
+      expect(e.fix).toBe(remedyFor('address_class_denied', { request: 'connect', scheme: 'https', canonical: 'lan.test:443', addresses: [{ class: 'private', allowed: false }] }));
+      expect(e.fix).toContain('allowAddressClasses: [private] on the grant (sluice run --allow-class private)');
+      expect(formatExplanation(e)).toMatch(/\ndecision:\s+deny 403 address_class_denied \(resolves to private\)\nfix:\s+allow it with allowAddressClasses: \[private\]/);
+    });
+
+    it('destination_not_granted: the grant’s rules, the closest one and the rule to add', async () => {
+      const grant = fromInstance({ destinations: ['https://origin.test:22443', 'http://api.test:8080', 'tcp://db.internal.test:5432'], allowAddressClasses: ['loopback'] });
+      const e = await explain(rt, 'g-6', 'https://origin.test:8443', grant);
+      expect(e.rules).toEqual(['https://origin.test:22443', 'http://api.test:8080', 'tcp://db.internal.test:5432']);
+      expect(e.closest).toEqual({ rule: 'https://origin.test:22443', why: 'same host, port 22443 instead of 8443' });
+      expect(e.fix).toBe('add a destination rule for https://origin.test:8443 to the grant (sluice run --destination https://origin.test:8443)');
+      const text = formatExplanation(e);
+      expect(text).toContain('\nrules:      https://origin.test:22443, http://api.test:8080, tcp://db.internal.test:5432\n');
+      expect(text).toContain('\nclosest:    https://origin.test:22443 (same host, port 22443 instead of 8443)\n');
+      expect(text).toMatch(/\nfix:\s+add a destination rule for https:\/\/origin\.test:8443 to the grant/);
+      // An absolute-form request is offered an http:// rule; no rule sharing host or port: no closest line.
+      const plain = await explain(rt, 'g-6', 'http://elsewhere.test:9999/x', grant);
+      expect(plain.closest).toBeNull();
+      expect(plain.fix).toContain('rule for http://elsewhere.test:9999 ');
+      expect(formatExplanation(plain)).not.toContain('closest:');
+      // A grant without rules says so.
+      expect(formatExplanation(await explain(rt, 'g-7', 'https://api.test', fromInstance({ destinations: [] })))).toContain('\nrules:      none\n');
+    });
+
+    it('no fix on allow, and none for bad input (exit 2 carries its own message)', async () => {
+      const allowed = await explain(rt, 'cfg', 'https://api.test');
+      expect(allowed).toMatchObject({ fix: null, rules: null, closest: null });
+      expect(formatExplanation(allowed)).not.toMatch(/\n(fix|rules|closest):/);
+      expect(await explain(rt, 'nobody', 'https://api.test')).toMatchObject({ fix: null, rules: null });
+      expect((await explain(rt, 'cfg', 'https://api .test')).fix).toBeNull();
+    });
+
+    it('a revoked grant is told to issue a new one', async () => {
+      const revoked = await explain(rt, 'cfg', 'https://api.test', fromInstance({ destinations: ['https://api.test'] }, true));
+      expect(revoked.fix).toBe(Remedies.grant_revoked);
+    });
   });
 });
 

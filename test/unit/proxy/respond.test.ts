@@ -8,7 +8,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { proxyStatus, Reasons, type ReasonCode } from '../../../src/core/index.js';
+import { ADDRESS_CLASSES, proxyStatus, Reasons, Remedies, type ReasonCode } from '../../../src/core/index.js';
 import { denialBody, writeResponseDenial, writeSocketDenial, type DenialContext } from '../../../src/proxy/respond.js';
 import { AUTH_THROTTLE_WINDOW_SECONDS } from '../../../src/grant/index.js';
 import { parseResponseHead, rawRequest } from '../../support/raw-client.js';
@@ -54,7 +54,15 @@ function readUntilClose(client: net.Socket): Promise<Buffer> {
   return withTimeout(waitFor(client, 'close', TIMEOUT_MS).then(() => Buffer.concat(chunks)), TIMEOUT_MS, 'the connection to close');
 }
 
-const ctx = (reason: ReasonCode, canonical: string | null = 'a.test:443', principal: string | null = 'g'): DenialContext => ({ reason, canonical, principal });
+const ctx = (reason: ReasonCode, canonical: string | null = 'a.test:443', principal: string | null = 'g', more: Partial<DenialContext> = {}): DenialContext => ({
+  reason,
+  canonical,
+  principal,
+  request: 'connect',
+  scheme: null,
+  addresses: [],
+  ...more,
+});
 
 async function socketDenial(context: DenialContext): Promise<{ raw: Buffer; head: NonNullable<ReturnType<typeof parseResponseHead>>; body: Buffer }> {
   const { accepted, client } = await pair();
@@ -66,16 +74,64 @@ async function socketDenial(context: DenialContext): Promise<{ raw: Buffer; head
   return { raw, head, body: raw.subarray(head.headLength) };
 }
 
-describe('denialBody: one line naming the code, its message, the destination and the grant', () => {
+describe('denialBody: one line naming the code, its message, the destination, the grant and the fix', () => {
   it('names the canonical destination and grant, and says so when neither is known yet', () => {
-    expect(denialBody(ctx('destination_not_granted'))).toBe(`sluice: 403 destination_not_granted: ${Reasons.destination_not_granted.message} (destination a.test:443, grant g)\n`);
-    expect(denialBody(ctx('token_missing', null, null))).toBe(`sluice: 407 token_missing: ${Reasons.token_missing.message} (destination unknown, grant none)\n`);
+    expect(denialBody(ctx('destination_not_granted'))).toBe(
+      `sluice: 403 destination_not_granted: ${Reasons.destination_not_granted.message} (destination a.test:443, grant g); fix: add a destination rule for https://a.test:443 to the grant (sluice run --destination https://a.test:443)\n`,
+    );
+    expect(denialBody(ctx('token_missing', null, null))).toBe(`sluice: 407 token_missing: ${Reasons.token_missing.message} (destination unknown, grant none); fix: ${Remedies.token_missing}\n`);
   });
 
-  it('answers the audit-only token_grant_mismatch exactly as token_invalid', () => {
+  it('names the rule an absolute-form request would need with its own scheme', () => {
+    expect(denialBody(ctx('destination_not_granted', 'deny.test:8080', 'g', { request: 'forward', scheme: 'http' }))).toMatch(/; fix: add a destination rule for http:\/\/deny\.test:8080 to the grant \(sluice run --destination http:\/\/deny\.test:8080\)\n$/);
+    expect(denialBody(ctx('destination_not_granted', '[2001:db8::1]:443'))).toContain('rule for https://[2001:db8::1]:443 ');
+  });
+
+  it('UX review of 2026-12-04, finding 3: an address class denial names the refused classes and the fix, never an address', () => {
+    const addresses = [
+      { address: '127.0.0.1', class: 'loopback', allowed: false },
+      { address: '93.184.215.14', class: 'public', allowed: true },
+      { address: '10.9.8.7', class: 'private', allowed: false },
+      { address: '127.0.0.2', class: 'loopback', allowed: false },
+    ] as const;
+    const body = denialBody(ctx('address_class_denied', 'example.test:22443', 'g-1', { addresses }));
+    expect(body).toBe(
+      `sluice: 403 address_class_denied: ${Reasons.address_class_denied.message} (destination example.test:22443, grant g-1, denied classes loopback, private); ` +
+        'fix: allow it with allowAddressClasses: [loopback, private] on the grant (sluice run --allow-class loopback --allow-class private), or only its addresses with allowAddresses (--allow-address; sluice explain lists them)\n',
+    );
+    for (const a of addresses) expect(body).not.toContain(a.address);
+    const one = denialBody(ctx('address_class_denied', 'example.test:22443', 'g-1', { addresses: [addresses[0]] }));
+    expect(one).toContain('(destination example.test:22443, grant g-1, denied class loopback); fix: allow it with allowAddressClasses: [loopback] on the grant (sluice run --allow-class loopback)');
+  });
+
+  it('a name that resolves only to classes no grant can allow gets no fix that check-config would refuse', () => {
+    const body = denialBody(ctx('address_class_denied', 'sink.test:443', 'g', { addresses: [{ address: '0.0.0.0', class: 'unspecified', allowed: false }] }));
+    expect(body).toContain('denied class unspecified); fix: nothing the grant can change');
+    expect(body).not.toContain('allowAddressClasses');
+    expect(body).not.toContain('0.0.0.0');
+  });
+
+  it('names classes only for address_class_denied: another code with answers says nothing of them', () => {
+    const addresses = [{ address: '10.0.0.1', class: 'private', allowed: false }] as const;
+    expect(denialBody(ctx('dial_refused', 'a.test:443', 'g', { addresses }))).not.toContain('private');
+  });
+
+  it('answers the audit-only token_grant_mismatch exactly as token_invalid, fix included', () => {
     const mismatch = denialBody(ctx('token_grant_mismatch', null, null));
     expect(mismatch).toBe(denialBody(ctx('token_invalid', null, null)));
+    expect(mismatch).toContain(`; fix: ${Remedies.token_invalid}\n`);
     expect(mismatch).not.toContain('mismatch');
+    expect(mismatch).not.toContain(Remedies.token_grant_mismatch);
+  });
+
+  it('stays one bounded line for every code, even for the longest destination and grant id', () => {
+    const longest = `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(61)}:65535`;
+    const addresses = ADDRESS_CLASSES.map((c, i) => ({ address: `10.0.0.${i}`, class: c, allowed: false }));
+    for (const reason of Object.keys(Reasons) as ReasonCode[]) {
+      const body = denialBody(ctx(reason, longest, 'g'.repeat(128), { addresses }));
+      expect(body.slice(0, -1), reason).not.toMatch(/[\r\n]/);
+      expect(Buffer.byteLength(body), reason).toBeLessThan(1536);
+    }
   });
 });
 
@@ -161,7 +217,7 @@ describe('writeResponseDenial: a denial of an absolute-form request through node
     client.on('data', (c: Buffer) => (data = Buffer.concat([data, c])));
     client.on('close', () => (closed = true));
     client.write(request + request);
-    await waitUntil(() => data.toString('latin1').split('HTTP/1.1 403 ').length === 3 && data.toString('utf8').endsWith('grant g)\n'), { timeoutMs: TIMEOUT_MS, label: 'two denials' });
+    await waitUntil(() => data.toString('latin1').split('HTTP/1.1 403 ').length === 3 && data.toString('utf8').endsWith(denialBody(ctx('destination_not_granted', 'b.test:80'))), { timeoutMs: TIMEOUT_MS, label: 'two denials' });
     expect(closed).toBe(false);
     const first = parseResponseHead(data);
     expect(first?.headers['connection']).not.toBe('close');
