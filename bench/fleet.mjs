@@ -453,8 +453,10 @@ async function startSluice({ name, ledger, cpu, grantsYaml = ['grants: []'] }) {
   let onLine = null;
   readline.createInterface({ input: child.stderr }).on('line', (l) => {
     if (lines.length < 2000) lines.push(l);
-    const m = /"level":(\d+)/.exec(l);
-    if (((m && Number(m[1]) >= 40) || (!m && /error|warn/i.test(l))) && warn.length < 50) warn.push(l.slice(0, 400));
+    // The operational log names its level ("level":"warn"); older builds wrote pino's number (40 and up).
+    const m = /"level":(?:(\d+)|"(\w+)")/.exec(l);
+    const atWarn = m ? (m[1] !== undefined ? Number(m[1]) >= 40 : ['warn', 'error', 'fatal'].includes(m[2])) : /error|warn/i.test(l);
+    if (atWarn && warn.length < 50) warn.push(l.slice(0, 400));
     onLine?.();
   });
   const inst = { name, child, dir, adminSocket: path.join(dir, 'state', 'admin.sock'), audit: path.join(dir, 'audit.jsonl'), logs: () => lines.join('\n'), warn, port: null };

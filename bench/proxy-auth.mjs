@@ -469,7 +469,7 @@ async function main() {
     if (written.includes(basicPassword) || written.includes(token)) errors.push(`${m}: a secret is in the audit file or the log`);
     audit[m] = counts;
   }
-  const warnLines = Object.fromEntries(MECHS.map((m) => [m, sluices[m].stderr().split('\n').filter((l) => /"level":(40|50|60)/.test(l)).length]));
+  const warnLines = Object.fromEntries(MECHS.map((m) => [m, sluices[m].stderr().split('\n').filter((l) => /"level":(40|50|60|"warn"|"error"|"fatal")/.test(l)).length]));
 
   // Summaries
   const summarize = (batches, withCpu) => {

@@ -759,8 +759,9 @@ async function readSluiceAudit(target, inst, report) {
   const sluiceAudit = (sluiceAudits[target] ??= { lines: 0, decisions: {}, closes: {}, warnLines: 0, warnSamples: [], timings: {} });
   const logs = inst.logs();
   for (const l of logs.split('\n')) {
-    const m = /"level":(\d+)/.exec(l);
-    if ((m && Number(m[1]) >= 40) || (!m && /error|warn/i.test(l))) {
+    // The operational log names its level ("level":"warn"); older builds wrote pino's number (40 and up).
+    const m = /"level":(?:(\d+)|"(\w+)")/.exec(l);
+    if (m ? (m[1] !== undefined ? Number(m[1]) >= 40 : ['warn', 'error', 'fatal'].includes(m[2])) : /error|warn/i.test(l)) {
       sluiceAudit.warnLines++;
       if (sluiceAudit.warnSamples.length < 10) sluiceAudit.warnSamples.push(l.slice(0, 400));
     }

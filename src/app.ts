@@ -1,10 +1,11 @@
 // The composition root: builds every module from the frozen config and wires them through ports.
 // The only file that knows every module; it touches no process globals (main.ts passes env and cwd).
 import net from 'node:net';
+import path from 'node:path';
 import { ProxyError, type ControlResult, type LookupAll, type LookupAnswer, type ProxyControl, type ReloadOutcome } from './core/index.js';
 import { configDraft, dedupeIssues, proxyRouteEntries, loadConfig, unwritableReason, type Config, type ConfigDraft, type ConfigIssue, type ConfigResult, type ListenerSection, type LoadOptions } from './config/index.js';
 import { canonicalizeHost } from './authority/index.js';
-import { FleetSync, Ledger, LedgerStore, RedisLedgerStore, resolveRedisTarget, UsageFile, type GrantRecord } from './ledger/index.js';
+import { describeStoreError, FleetSync, Ledger, LedgerStore, RedisLedgerStore, resolveRedisTarget, UsageFile, type GrantRecord } from './ledger/index.js';
 import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSystemLookup, type ReadInterfaces } from './resolve/index.js';
 import { buildRoutes, type BuiltRoutes, type PacSource, type RouteSelector } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive, LearnedMechanisms, systemGss, upstreamFailureLogger, type Gss } from './egress/index.js';
@@ -14,7 +15,7 @@ import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
 import { AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
 import { HopCache, startListeners, stopListeners, type BoundListener, type HttpLimits, type ProxyRuntime } from './proxy/index.js';
-import { checkSocketGroups } from './listen/index.js';
+import { checkSocketGroups, ListenError } from './listen/index.js';
 
 /** How often a fleet instance polls the shared store's revision, beside its notifications (docs/fleet.md). */
 const FLEET_POLL_MS = 25;
@@ -65,6 +66,8 @@ export interface SluiceApp {
   readonly self: SelfAddresses;
   readonly control: ProxyControl;
   readonly ledger: Ledger;
+  /** Where the ledger lives: the state file, or the fleet's shared store (its label holds no password). */
+  readonly ledgerStore: { readonly kind: 'file'; readonly file: string } | { readonly kind: 'redis'; readonly label: string };
   close(drainMs?: number): Promise<void>;
 }
 
@@ -337,14 +340,15 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
   const { runtime, self, pac, tokens, freshness, rebuildNetwork, useNetwork, useTunables } = built.value;
   const registry = runtime.registry;
   const shared = await openSharedStore(config, options.env);
-  const ledger = await Ledger.open(new LedgerStore(config.state, options.uid), undefined, shared, options.cwd).catch(async (error: unknown) => {
+  const stateFile = new LedgerStore(config.state, options.uid);
+  const ledger = await Ledger.open(stateFile, undefined, shared, options.cwd).catch(async (error: unknown) => {
     await shared?.close();
     throw error;
   });
   if (shared !== null) {
     // Budgets hold across the fleet: a budgeted grant's connections and bytes are counted in the store.
     registry.useSharedBudgets(shared.budgets(config.ledger.redis?.leaseTtlMs ?? 10_000), (error) =>
-      runtime.log.error({ store: shared.label }, `budget store: ${(error as Error).message}`),
+      runtime.log.error({ store: shared.label }, `ledger store ${shared.label}: a budget call failed (${describeStoreError(error, shared)})`),
     );
   }
   ledger.setConfigGrants(config.grants);
@@ -366,7 +370,12 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
   // Replaced in place by a reload that adds, removes or changes listeners (reloadListeners).
   // One limits object for every listener, read per connection: a reload updates it in place.
   const limits: { -readonly [K in keyof HttpLimits]: HttpLimits[K] } = httpLimits(config);
-  const listeners: BoundListener[] = await startListeners(runtime, config.listeners, limits);
+  const listeners: BoundListener[] = await startListeners(runtime, config.listeners, limits).catch((error: unknown) => {
+    throw listenRefused(error, (listen) => {
+      const index = config.listeners.findIndex((l) => l.listen === listen);
+      return index < 0 ? 'listeners' : `listeners[${index}].listen`;
+    });
+  });
   for (const l of listeners) self.add(l.address);
   const dedicated = new DedicatedListeners<BoundListener>({
     open: async (grantId, listen) => {
@@ -386,8 +395,16 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
   const sync = shared === null ? null : await startFleetSync(ledger, shared, config, runtime);
   if (sync !== null) freshness.isFresh = () => sync.isFresh();
 
+  // The config in force: what a reload compares the file against, so that a restart-only change (state,
+  // ledger, …) reverted before any restart reports nothing (UX review 2026-12-04 finding 11).
   let current = config;
+  /** A refused reload is logged here, once, whether SIGHUP or POST /v1/reload asked for it. */
   async function reload(): Promise<ControlResult<ReloadOutcome>> {
+    const result = await tryReload();
+    if (!result.ok) runtime.log.error({ issues: result.issues }, `reload refused, keeping the running config: ${result.issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`);
+    return result;
+  }
+  async function tryReload(): Promise<ControlResult<ReloadOutcome>> {
     // The one validation check-config and start run (loadCheckedConfig): a reload refuses what they refuse.
     const loaded = await loadCheckedConfig(current.sourcePath, { env: options.env, cwd: options.cwd, ...(options.hostInterfaces === undefined ? {} : { hostInterfaces: options.hostInterfaces }) });
     if (!loaded.ok) return { ok: false, status: 400, reason: 'config_invalid', issues: loaded.issues };
@@ -399,7 +416,7 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
     try {
       runtime.audit.reopen?.(next.audit.file);
     } catch (error) {
-      return { ok: false, status: 400, reason: 'config_invalid', issues: [{ path: 'audit.file', message: `cannot open ${next.audit.file}: ${(error as Error).message}; the running config is kept` }] };
+      return { ok: false, status: 400, reason: 'config_invalid', issues: [{ path: 'audit.file', message: `cannot open ${next.audit.file}: ${(error as Error).message}` }] };
     }
     // A changed dns or route section: the resolver and route selector are built beside the ones in force
     // and swapped in only once the rest of the reload holds.
@@ -426,7 +443,7 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
         nextMetrics = await startMetricsServer(next.admin.metrics, runtime.metrics, control);
       } catch (error) {
         undoSoFar();
-        return { ok: false, status: 400, reason: 'config_invalid', issues: [{ path: 'admin.metrics', message: `cannot bind ${next.admin.metrics}: ${(error as Error).message}; the running config is kept` }] };
+        return { ok: false, status: 400, reason: 'config_invalid', issues: [{ path: 'admin.metrics', message: bindFailure(next.admin.metrics, error) }] };
       }
     }
     // Listeners next: one that cannot bind rolls the whole reload back before any grant changes.
@@ -464,10 +481,12 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
     ended += await relisted.retire();
     const changed = sections;
     const needsRestart = changed.filter((section) => !RELOADED_SECTIONS.has(section) && !(section === 'admin' && onlyMetricsApplied(current, next, metricsServer !== null || next.admin.metrics === undefined)));
-    current = next;
+    // The metrics listener as bound now: moved, closed, or as it was (switched on at run time is not applied).
+    const metricsInForce = nextMetrics !== null ? next.admin.metrics : next.admin.metrics === undefined ? undefined : current.admin.metrics;
+    current = inForceAfterReload(current, next, metricsInForce);
     const listenerChanges = { added: relisted.added, removed: relisted.removed, changed: relisted.changed };
     runtime.log.info({ endedConnections: ended, changed, listeners: listenerChanges }, `config reloaded: ${changed.length === 0 ? 'nothing changed' : `changed ${changed.join(', ')}`}`);
-    if (needsRestart.length > 0) runtime.log.warn({ needsRestart }, `config reloaded, but ${needsRestart.join(', ')} take effect only after a restart`);
+    if (needsRestart.length > 0) runtime.log.warn({ needsRestart }, restartWarning(needsRestart));
     return { ok: true, value: { endedConnections: ended, changed, needsRestart, listeners: listenerChanges } };
   }
 
@@ -510,7 +529,7 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
     await admin?.close();
     await stopListeners(listeners, 0);
     await dedicated.closeAll(0);
-    throw error;
+    throw listenRefused(error, () => (admin === null && config.admin.listen !== undefined ? 'admin.listen' : 'admin.metrics'));
   }
 
   // Read again now that everything listens, then every hostRefreshMs: a new interface address is `host` within that.
@@ -526,6 +545,7 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
     self,
     control,
     ledger,
+    ledgerStore: shared === null ? { kind: 'file', file: stateFile.file } : { kind: 'redis', label: shared.label },
     async close(drainMs = 0) {
       if (closing) return;
       closing = true;
@@ -545,8 +565,69 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
   };
 }
 
+/**
+ * An address the host refuses at start (in use, a port below 1024, on no interface), named by its key:
+ * main.ts exits 1 with it. Not a config error (exit 2): check-config binds nothing, and the file is
+ * valid; what is missing is on the host (docs/configuration.md, "Binding"). Any other error as it came.
+ */
+function listenRefused(error: unknown, keyOf: (listen: string) => string): unknown {
+  if (!(error instanceof ListenError)) return error;
+  return new ProxyError('ERR_LISTEN_REFUSED', `${keyOf(error.listen)}: ${error.message}`, { cause: error });
+}
+
+/** Why a reload could not bind `listen`, in the words start uses for the same address. */
+function bindFailure(listen: string, error: unknown): string {
+  return error instanceof ListenError ? error.message : `cannot bind ${listen}: ${(error as Error).message}`;
+}
+
 /** The config sections a reload applies; a change to any other is reported as needing a restart. */
 const RELOADED_SECTIONS: ReadonlySet<string> = new Set(['grants', 'listeners', 'audit', 'dns', 'route', 'timeouts', 'limits', 'log']);
+
+/**
+ * The one start-up line (UX review 2026-12-04 finding 8): the version, the config file as given, the
+ * listeners, the grants and where the ledger lives, never a secret. A state file under `cwd` is shown
+ * relative to it.
+ */
+export function startedLine(app: SluiceApp, configFile: string, version: string, cwd: string): { readonly fields: Record<string, unknown>; readonly msg: string } {
+  const records = app.ledger.list();
+  const revoked = records.filter((r) => r.revokedAt !== null).length;
+  const grants = records.length - revoked;
+  const store = app.ledgerStore;
+  let ledger: string;
+  if (store.kind === 'file') {
+    const relative = path.relative(cwd, store.file);
+    ledger = `file ${relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : store.file}`;
+  } else ledger = `${store.label} at revision ${app.ledger.revision}`;
+  const listeners = app.listeners.length;
+  return {
+    fields: { version, config: configFile, listeners, grants, revokedGrants: revoked, ledger },
+    msg: `sluice ${version} started: config ${configFile}, ${listeners} listener(s), ${grants} grant(s)${revoked > 0 ? ` (and ${revoked} revoked)` : ''}, ledger ${ledger}`,
+  };
+}
+
+/**
+ * The config in force after a reload: `next` for the sections a reload applies, the running values of
+ * the others (they wait for a restart), and admin.metrics as the metrics listener is bound.
+ */
+function inForceAfterReload(current: Config, next: Config, metrics: string | undefined): Config {
+  const merged: Record<string, unknown> = { ...next };
+  for (const key of new Set([...Object.keys(current), ...Object.keys(next)])) {
+    if (key === 'sourcePath' || RELOADED_SECTIONS.has(key)) continue;
+    if (key in current) merged[key] = (current as unknown as Record<string, unknown>)[key];
+    else delete merged[key];
+  }
+  // Key order kept: sections are compared as JSON (changedSections).
+  const admin: Record<string, unknown> = { ...current.admin, metrics };
+  if (metrics === undefined) delete admin['metrics'];
+  merged['admin'] = Object.freeze(admin);
+  return Object.freeze(merged) as unknown as Config;
+}
+
+/** `config reloaded, but a change to state takes effect …` / `… changes to state and ledger take effect …`. */
+function restartWarning(sections: readonly string[]): string {
+  const list = sections.length === 1 ? (sections[0] ?? '') : `${sections.slice(0, -1).join(', ')} and ${sections.at(-1) ?? ''}`;
+  return `config reloaded, but ${sections.length === 1 ? `a change to ${list} takes` : `changes to ${list} take`} effect only after a restart`;
+}
 
 /** The top-level sections whose value differs between two configs, in the config's order. */
 function changedSections(from: Config, to: Config): string[] {
@@ -586,7 +667,7 @@ async function reloadListeners(runtime: ProxyRuntime, live: BoundListener[], fro
       if (again !== undefined && at >= 0) live[at] = again;
     }
     const index = to.indexOf(section);
-    return { ok: false, issue: { path: `listeners[${index}].listen`, message: `cannot bind ${section.listen}: ${(error as Error).message}; the running config is kept` } };
+    return { ok: false, issue: { path: `listeners[${index}].listen`, message: bindFailure(section.listen, error) } };
   };
   for (const section of [...added, ...changed]) {
     const old = before.get(section.name);

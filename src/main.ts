@@ -12,6 +12,32 @@ import { fileURLToPath } from 'node:url';
 
 const EXIT_CONFIG = 2;
 
+let versionRead: string | undefined;
+/**
+ * The version in Sluice's package.json, read once: the nearest package.json named `sluice` above this
+ * file (src/main.ts under vitest, dist/main.js from bin/sluice.js, in a checkout or an installed package).
+ */
+function sluiceVersion(): string {
+  versionRead ??= readVersion();
+  return versionRead;
+}
+
+function readVersion(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  for (let depth = 0; depth < 4; depth++) {
+    try {
+      const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name?: unknown; version?: unknown };
+      if (pkg.name === 'sluice' && typeof pkg.version === 'string') return pkg.version;
+    } catch {
+      // none here (or unreadable): look one directory up
+    }
+    const parent = path.dirname(dir);
+    if (parent === dir) break;
+    dir = parent;
+  }
+  return 'unknown';
+}
+
 function printIssues(file: string, issues: readonly ConfigIssue[]): void {
   process.stderr.write(`${file}: ${issues.length} error(s)\n`);
   for (const issue of issues) process.stderr.write(`  ${issue.path}: ${issue.message}\n`);
@@ -43,7 +69,7 @@ async function loadCheckedOrExit(file: string): Promise<Config> {
 
 async function runStart(options: { config: string }): Promise<void> {
   const config = await loadCheckedOrExit(options.config);
-  const { startApp } = await import('./app.js');
+  const { startApp, startedLine } = await import('./app.js');
   const { ProxyError } = await import('./core/index.js');
   let app: SluiceApp;
   try {
@@ -55,7 +81,8 @@ async function runStart(options: { config: string }): Promise<void> {
       process.exit(EXIT_CONFIG);
     }
     // The shared ledger store cannot be used: never start unable to learn revocations (docs/fleet.md).
-    if (error instanceof ProxyError && error.code.startsWith('ERR_LEDGER_')) {
+    // Or an address cannot be listened on (in use, privileged): a host condition, not a config error, so 1.
+    if (error instanceof ProxyError && (error.code.startsWith('ERR_LEDGER_') || error.code === 'ERR_LISTEN_REFUSED')) {
       process.stderr.write(`sluice start: ${error.message}\n`);
       process.exit(1);
     }
@@ -69,6 +96,8 @@ async function runStart(options: { config: string }): Promise<void> {
   for (const l of app.listeners) log.info({ listener: l.name, address: l.address }, 'listening');
   if (app.adminAddress !== null) log.info({ admin: app.adminAddress }, 'admin API listening');
   if (app.metricsAddress !== null) log.info({ metrics: app.metricsAddress }, 'metrics listening');
+  const started = startedLine(app, options.config, sluiceVersion(), process.cwd());
+  log.info(started.fields, started.msg);
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
@@ -82,12 +111,8 @@ async function runStart(options: { config: string }): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGHUP', () => {
-    app.control.reload().then(
-      (result) => {
-        if (!result.ok) for (const issue of result.issues) log.error({ path: issue.path }, `reload refused, keeping the running config: ${issue.message}`);
-      },
-      (error: unknown) => log.error({ err: error }, 'reload failed, keeping the running config'),
-    );
+    // The app logs the outcome (applied, or refused with its issues), as it does for POST /v1/reload.
+    app.control.reload().catch((error: unknown) => log.error({ err: error }, 'reload failed, keeping the running config'));
   });
 }
 
@@ -151,7 +176,7 @@ function nonEmpty(value: string): string {
   return value;
 }
 
-const program = new Command('sluice').description('Egress mediation proxy').showHelpAfterError();
+const program = new Command('sluice').description('Egress mediation proxy').version(sluiceVersion()).showHelpAfterError();
 program.command('start').description('run the proxy').requiredOption('--config <file>', 'config file (YAML)').action(runStart);
 program.command('check-config').description('validate a config file; exit 2 on errors').argument('<file>').action(runCheckConfig);
 program

@@ -1,5 +1,5 @@
 // Validates a POST /v1/grants body against config's grantSpecSchema; never accepts an id or a token from the caller.
-import { formatKeyPath, grantSpecSchema, type GrantSpec } from '../config/index.js';
+import { formatKeyPath, grantSpecSchema, passedExpiry, type GrantSpec } from '../config/index.js';
 import type { ControlIssue } from '../core/index.js';
 
 /** Fields Sluice assigns itself: a caller who sends them is told why, by name. */
@@ -12,7 +12,12 @@ const ASSIGNED_FIELDS: Readonly<Record<string, string>> = {
 
 export type GrantSpecResult = { readonly ok: true; readonly spec: GrantSpec } | { readonly ok: false; readonly issues: readonly ControlIssue[] };
 
-export function parseGrantSpec(body: unknown): GrantSpecResult {
+/**
+ * The spec of a POST /v1/grants body, or every issue with it by key path. `nowMs` (now, unless given)
+ * is the clock an expiresAt is compared with: a grant that would be expired when issued is refused at
+ * limits.expiresAt, as a config grant is (UX review 2026-12-04 finding 10; issue 25).
+ */
+export function parseGrantSpec(body: unknown, nowMs = Date.now()): GrantSpecResult {
   const issues: ControlIssue[] = [];
   let rest = body;
   if (isPlainObject(body)) {
@@ -26,6 +31,10 @@ export function parseGrantSpec(body: unknown): GrantSpecResult {
     rest = copy;
   }
   const parsed = grantSpecSchema.safeParse(rest);
+  if (parsed.success) {
+    const passed = passedExpiry(parsed.data.limits.expiresAt, nowMs);
+    if (passed !== null) issues.push({ path: 'limits.expiresAt', message: `${passed} has passed: the grant would be expired when issued; set a later expiresAt` });
+  }
   if (parsed.success && issues.length === 0) return { ok: true, spec: parsed.data };
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {

@@ -4,7 +4,7 @@
 import type http from 'node:http';
 import path from 'node:path';
 import { isUnixListen } from '../config/index.js';
-import { SocketFileError, bindSocket, type BoundSocket, type UnixSocketProbe } from '../listen/index.js';
+import { ListenError, SocketFileError, bindSocket, type BoundSocket, type UnixSocketProbe } from '../listen/index.js';
 
 /**
  * Listens on `listen`. For a Unix socket, `secure` flips to true only once the file is at its path with
@@ -19,16 +19,20 @@ export async function bindAdminServer(server: http.Server, listen: string, probe
   return bound;
 }
 
-/** listen/ words a refusal for a listener (`unix:<path>: …`); the admin socket names admin.listen. */
+/**
+ * listen/ words a refusal for a listener (`unix:<path>: …`); the admin socket's says "admin socket". Each
+ * stays a ListenError, which app.ts names by its key (`admin.listen: …`), as a TCP port in use is.
+ */
 function adminRefusal(error: unknown): unknown {
   if (!(error instanceof SocketFileError)) return error;
+  const reworded = (message: string): ListenError => new ListenError(error.listen, error.code, message, { cause: error });
   switch (error.refusal) {
     case 'not-a-socket':
-      return new Error(`admin socket path ${error.file} exists and is not a socket; remove it or choose another admin.listen`);
+      return reworded(`admin socket path ${error.file} exists and is not a socket; remove it or choose another admin.listen`);
     case 'in-use':
-      return new Error(`admin socket ${error.file} is in use: another sluice answers on it`);
+      return reworded(`admin socket ${error.file} is in use (is another sluice running?)`);
     case 'too-long':
-      return new Error(`admin socket path ${error.file} is too long to bind privately first; choose a shorter admin.listen`);
+      return reworded(`admin socket path ${error.file} is too long to bind privately first; choose a shorter admin.listen`);
     default:
       // A path that appeared since the stale check: link()'s own error, as before.
       return error.cause ?? error;

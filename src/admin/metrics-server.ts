@@ -1,10 +1,13 @@
 // The metrics listener (`admin.metrics`): Prometheus text at /metrics, plus /healthz and /readyz for
-// probes. Read-only: it exposes counts, never a grant id, token or destination.
+// probes, answered as the admin socket answers them (routes/health.ts). Read-only: it exposes counts,
+// never a grant id, token or destination.
 import http from 'node:http';
 import type net from 'node:net';
 import type { ProxyControl } from '../core/index.js';
 import { bindTcp } from '../listen/index.js';
 import type { MetricsSink } from '../telemetry/index.js';
+import { sendJson } from './http-io.js';
+import { healthReply, readinessReply } from './routes/health.js';
 
 export interface MetricsServer {
   readonly address: string;
@@ -39,13 +42,13 @@ export async function startMetricsServer(listen: string, metrics: MetricsSink, c
       );
       return;
     }
+    // The admin socket's replies, byte for byte: one shape for a balancer whichever it probes.
     if (path === '/healthz') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}\n');
+      sendJson(res, healthReply());
       return;
     }
     if (path === '/readyz') {
-      const ready = control.readiness();
-      res.writeHead(ready.ready ? 200 : 503, { 'content-type': 'application/json' }).end(`${JSON.stringify({ ready: ready.ready, detail: ready.detail })}\n`);
+      sendJson(res, readinessReply(control));
       return;
     }
     res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found"}\n');

@@ -110,7 +110,11 @@ export interface OperationalLog {
   error(obj: object, msg: string): void;
 }
 
-/** Operational messages (startup, faults) go to stderr, apart from the audit stream. */
+/**
+ * Operational messages (startup, faults) go to stderr, apart from the audit stream: one JSON object a line,
+ * `{"level":"info","time":…,"msg":…}` and fields. The level is its name, not pino's number (UX review
+ * 2026-12-04 finding 8): an operator greps `"level":"error"`.
+ */
 export function createOperationalLog(level: string): OperationalLog {
-  return pino({ base: null, level, messageKey: 'msg' }, pino.destination({ dest: 2, sync: true }));
+  return pino({ base: null, level, messageKey: 'msg', formatters: { level: (label) => ({ level: label }) } }, pino.destination({ dest: 2, sync: true }));
 }

@@ -52,7 +52,11 @@ export interface AdminAnswer {
   readonly body: unknown;
 }
 
-/** Runs one `sluice grant` action; resolves with the exit code (0 ok, 1 refused or unreachable, 2 usage). */
+/**
+ * Runs one `sluice grant` action; resolves with the exit code: 0 ok, 1 refused or unreachable, 2 bad
+ * input, caught here (usage) or by the admin API (any 400 answer: the request itself is wrong, such as a
+ * spec that does not validate). Scripts read 1 as "refused", so bad input is never 1.
+ */
 export async function runGrantCommand(args: GrantCommandArgs, out: CommandOutput): Promise<number> {
   const call = planCall(args);
   if (typeof call === 'string') {
@@ -70,7 +74,7 @@ export async function runGrantCommand(args: GrantCommandArgs, out: CommandOutput
     const body = (answer.body ?? {}) as { error?: unknown; issues?: readonly ControlIssue[] };
     out.stderr(`sluice grant ${args.action}: ${answer.status} ${typeof body.error === 'string' ? body.error : 'error'}\n`);
     for (const issue of Array.isArray(body.issues) ? body.issues : []) out.stderr(`  ${issue.path}: ${issue.message}\n`);
-    return 1;
+    return answer.status === 400 ? 2 : 1;
   }
   if (args.json === true) out.stdout(`${JSON.stringify(answer.body, null, 2)}\n`);
   else printAnswer(args, answer.body, out);
@@ -92,7 +96,8 @@ function planCall(args: GrantCommandArgs): AdminCall | string {
       return { method: 'POST', path: `/v1/grants/${id}/rotate`, body: args.graceMs === undefined ? {} : { graceMs: Number(args.graceMs) } };
     }
     case 'revoke':
-      if ((id === undefined) === (args.generation === undefined)) return 'give either a grant id or --generation, not both';
+      if (id === undefined && args.generation === undefined) return 'give the grant id to revoke, or --generation LABEL to revoke every grant of a generation';
+      if (id !== undefined && args.generation !== undefined) return 'give either a grant id or --generation, not both';
       return id !== undefined ? { method: 'DELETE', path: `/v1/grants/${id}` } : { method: 'POST', path: `/v1/generations/${encodeURIComponent(args.generation ?? '')}/revoke` };
   }
 }
@@ -159,15 +164,30 @@ function printAnswer(args: GrantCommandArgs, body: unknown, out: CommandOutput):
   }
 }
 
-/** A fixed-width table: id, source, generation, destination count, expiry, revocation. */
+/** A fixed-width table: id, source, generation, destination rules, expiry, revocation. */
 export function formatGrantTable(grants: readonly GrantView[]): string {
   if (grants.length === 0) return 'no grants\n';
   const rows = [
     ['ID', 'SOURCE', 'GENERATION', 'DESTINATIONS', 'EXPIRES', 'REVOKED'],
-    ...grants.map((g) => [g.id, g.source, g.generation ?? '-', g.unrestricted ? 'any' : String(g.destinations.length), g.expiresAt ?? '-', g.revokedAt ?? '-']),
+    ...grants.map((g) => [g.id, g.source, g.generation ?? '-', destinationsCell(g), g.expiresAt ?? '-', g.revokedAt ?? '-']),
   ];
   const widths = rows[0]?.map((_, col) => Math.max(...rows.map((row) => (row[col] ?? '').length))) ?? [];
   return rows.map((row) => `${row.map((cell, col) => cell.padEnd(widths[col] ?? 0)).join('  ').trimEnd()}\n`).join('');
+}
+
+/** The most rules a table row lists; `sluice grant show` (or --json) lists every one. */
+const TABLE_RULES = 3;
+
+/**
+ * `any` for an unrestricted grant, `-` for none, else the first rules and `+N more`, so a row stays one
+ * line (UX review 2026-12-04 finding 11; issue 25).
+ */
+function destinationsCell(grant: GrantView): string {
+  if (grant.unrestricted) return 'any';
+  if (grant.destinations.length === 0) return '-';
+  const shown = grant.destinations.slice(0, TABLE_RULES).join(',');
+  const more = grant.destinations.length - TABLE_RULES;
+  return more > 0 ? `${shown} +${more} more` : shown;
 }
 
 /** Builds a POST /v1/grants body from `sluice grant issue` flags; throws an Error naming the bad flag. */

@@ -32,7 +32,7 @@ export interface PendingRunGrant {
   /**
    * Removes the socket's directory. A failed issue leaves it until the run calls this after its sandbox
    * is gone: bubblewrap may be binding it at that moment, and a vanished source makes bwrap print its
-   * own error before the run's (UX review of 2026-12-04, finding 7).
+   * own error before the run's (UX review 2026-12-04 finding 7).
    */
   discard(): void;
 }

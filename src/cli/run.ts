@@ -156,7 +156,7 @@ function startSandbox(bwrap: string, plan: SandboxPlan, filter: Buffer, state: S
     // Before the command starts, the init is told to stop and bubblewrap ends with it. A SIGKILL during
     // bwrap's set-up can orphan its inner process before --die-with-parent is armed, holding the
     // caller's stderr; and the init, seeing the handshake vanish, would add a second message to the
-    // run's own (UX review of 2026-12-04, finding 7). The kill stays as a bounded fallback.
+    // run's own (UX review 2026-12-04 finding 7). The kill stays as a bounded fallback.
     handshake.end('stop\n');
     fallback ??= setTimeout(() => child.kill('SIGKILL'), CANCEL_GRACE_MS);
   };

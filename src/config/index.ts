@@ -4,3 +4,4 @@ export * from './defaults.js';
 export * from './load.js';
 export * from './listen-address.js';
 export * from './writable-path.js';
+export * from './passed-expiry.js';

@@ -9,6 +9,7 @@ import { parseDocument } from '../yaml-text/index.js';
 import type { z } from 'zod';
 import { isLoopbackTcpListen, isUnixListen, NON_LOOPBACK_DEDICATED_MESSAGE, resolveListen } from './listen-address.js';
 import { knownKeysAt, unknownKeyMessage } from './unknown-key.js';
+import { passedExpiry } from './passed-expiry.js';
 import { configSchema, grantSchema, listenerSchema, type ConfigFile, type GrantSection, type ListenerSection, type ProxyRouteEntry } from './schema.js';
 
 export interface ConfigIssue {
@@ -199,11 +200,9 @@ function crossCheck(draft: ConfigDraft, nowMs: number, unparsedGrantIds: Readonl
  * than started with a grant that refuses everything with grant_expired (issue 17, item 3).
  */
 function grantExpiry(grant: GrantSection, i: number, nowMs: number): ConfigIssue[] {
-  const at = grant.limits.expiresAt;
-  if (at === undefined) return [];
-  const atMs = at instanceof Date ? at.getTime() : Date.parse(at);
-  if (!(atMs <= nowMs)) return [];
-  return [{ path: `grants[${i}].limits.expiresAt`, message: `${at instanceof Date ? at.toISOString() : at} has passed: grant "${grant.id}" expired; remove it or set a later expiresAt` }];
+  const at = passedExpiry(grant.limits.expiresAt, nowMs);
+  if (at === null) return [];
+  return [{ path: `grants[${i}].limits.expiresAt`, message: `${at} has passed: grant "${grant.id}" expired; remove it or set a later expiresAt` }];
 }
 
 /** Review 2026-12, finding 12: a token-less listener must not be reachable from the network. */

@@ -1,6 +1,6 @@
 // For a destination no rule grants, the grant's rule that comes closest, so `sluice explain` can say
-// "you have https://origin.test:22443, not port 8443" instead of only "not granted" (UX review of
-// 2026-12-04, finding 3). Host-side only: the denial body never names a grant's rules.
+// "you have https://origin.test:22443, not port 8443" instead of only "not granted" (UX review
+// 2026-12-04 finding 3). Host-side only: the denial body never names a grant's rules.
 import type { DestinationRule } from '../authority/index.js';
 import type { CanonicalDestination, RequestKind } from '../core/index.js';
 

@@ -4,6 +4,7 @@
 // instance is fresh while the store answered within `maxStaleMs`; past that it denies every new hop
 // (ledger_unavailable), and when the store answers again it applies the revocations it missed before
 // it counts as fresh again.
+import { describeStoreError } from './describe-store-error.js';
 import type { Ledger } from './ledger.js';
 import type { SharedLedgerStore } from './shared-store.js';
 
@@ -100,7 +101,7 @@ export class FleetSync {
     } catch (error) {
       if (this.up) {
         this.up = false;
-        this.options.onStoreState(false, `ledger store ${this.store.label} unreachable: ${(error as Error).message}`);
+        this.options.onStoreState(false, `ledger store ${this.store.label} unreachable (${describeStoreError(error, this.store)})`);
       }
     }
     this.options.onCatchUp?.(this.up, this.stalenessMs);

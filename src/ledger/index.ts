@@ -6,5 +6,6 @@ export * from './shared-store.js';
 export * from './redis-store.js';
 export * from './redis-target.js';
 export * from './fleet-sync.js';
+export * from './describe-store-error.js';
 export * from './redis-budgets.js';
 export * from './usage-file.js';

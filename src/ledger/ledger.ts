@@ -6,6 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ProxyError } from '../core/index.js';
 import { resolveListen, type GrantSection, type GrantSpec } from '../config/index.js';
+import { describeStoreError } from './describe-store-error.js';
 import type { LedgerChange, LedgerSnapshot, SharedLedgerStore } from './shared-store.js';
 import type { LedgerStore } from './store.js';
 
@@ -196,7 +197,7 @@ export class Ledger {
       try {
         taken = await this.untilStoreAnswers(() => shared.issue(record));
       } catch (error) {
-        throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `the ledger store ${shared.label} did not take the grant (${(error as Error).message}); nothing was issued`, { cause: error });
+        throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `the ledger store ${shared.label} did not take the grant (${describeStoreError(error, shared)}); nothing was issued`, { cause: error });
       }
       if (!taken) return this.issue(spec);
     }
@@ -230,7 +231,7 @@ export class Ledger {
         const shared = this.shared;
         taken = await this.untilStoreAnswers(() => shared.rotate(rotated, record.tokenSha256 ?? ''));
       } catch (error) {
-        throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `the ledger store ${this.shared.label} did not take the rotation (${(error as Error).message}); nothing was changed`, { cause: error });
+        throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `the ledger store ${this.shared.label} did not take the rotation (${describeStoreError(error, this.shared)}); nothing was changed`, { cause: error });
       }
       if (taken === 'unknown') return { ok: false, why: this.revoked.has(id) ? 'revoked' : 'unknown' };
       if (taken === 'conflict') return { ok: false, why: 'conflict' };
@@ -278,7 +279,7 @@ export class Ledger {
       this.unsent.delete(id);
     } catch (error) {
       this.unsent.set(id, { kind, at });
-      throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `revoked on this instance; the ledger store ${this.shared.label} did not take it yet (${(error as Error).message}), it is retried until it does`, { cause: error });
+      throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `revoked on this instance; the ledger store ${this.shared.label} did not take it yet (${describeStoreError(error, this.shared)}), it is retried until it does`, { cause: error });
     } finally {
       this.sending.delete(id);
     }

@@ -9,6 +9,7 @@
 // notification are one atomic step. Pub/sub alone can lose a message: instances also poll `rev`.
 import { Redis } from 'ioredis';
 import { ProxyError } from '../core/index.js';
+import { describeStoreError } from './describe-store-error.js';
 import type { GrantRecord } from './ledger.js';
 import { RedisBudgets } from './redis-budgets.js';
 import { redisTargetLabel, redisTargetOptions, type RedisTarget } from './redis-target.js';
@@ -17,6 +18,8 @@ import type { LedgerChange, LedgerSnapshot, SharedLedgerStore } from './shared-s
 const LOG_LENGTH = 10_000;
 /** How soon a refused SUBSCRIBE is tried again (the revision poll carries changes meanwhile). */
 const RESUBSCRIBE_MS = 1000;
+/** The cause of a connection that closed with no error event (a server killed or restarted). */
+const SERVER_CLOSED = new Error('the server closed the connection');
 
 // The same record again is the answer to a retry whose first reply was lost: taken, not a collision
 // (review 2026-12-04 finding 7: a retried issue must not leave an orphan grant nobody has the token of).
@@ -117,6 +120,8 @@ export class RedisLedgerStore implements SharedLedgerStore {
   private readonly scripts: Record<'issue' | 'revoke' | 'forget' | 'rotate' | 'restore', Script>;
   private opened = false;
   private readyCount = 0;
+  /** Why the connection last failed, until it is ready again. */
+  private connectionError: Error | null = null;
 
   private constructor(options: RedisStoreOptions) {
     this.label = redisTargetLabel(options.target);
@@ -144,10 +149,16 @@ export class RedisLedgerStore implements SharedLedgerStore {
       reconnectOnError: (error: Error) => (error.message.startsWith('READONLY') ? 1 : false),
     };
     this.redis = target.url === null ? new Redis(common) : new Redis(target.url, common);
-    // Errors are read where commands fail; an unhandled 'error' event must not crash the process.
-    this.redis.on('error', () => undefined);
+    // Errors are read where commands fail; an unhandled 'error' event must not crash the process. A failed
+    // command says only that the connection is down: the event's cause (ECONNREFUSED, WRONGPASS, a TLS
+    // failure) is kept for the message (describe-store-error.ts).
+    this.redis.on('error', (error: Error) => (this.connectionError = error));
+    this.redis.on('close', () => (this.connectionError ??= SERVER_CLOSED));
     // Each new connection may be to a new primary: fleet-sync.ts then reads the whole table (connections()).
-    this.redis.on('ready', () => (this.readyCount += 1));
+    this.redis.on('ready', () => {
+      this.readyCount += 1;
+      this.connectionError = null;
+    });
     const define = (lua: string): Script => {
       const sha = { lua };
       return (keys, args) => this.redis.eval(sha.lua, keys.length, ...keys, ...args) as Promise<unknown>;
@@ -163,11 +174,23 @@ export class RedisLedgerStore implements SharedLedgerStore {
       await store.checkTypes();
       store.opened = true;
     } catch (error) {
+      // Described before the disconnect, whose own close would otherwise stand in for the cause.
+      const cause = describeStoreError(error, store);
       store.redis.disconnect();
       if (error instanceof ProxyError) throw error;
-      throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `cannot use the ledger store ${store.label}: ${(error as Error).message}`, { cause: error });
+      throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `cannot use the ledger store ${store.label}: ${cause}`, { cause: error });
     }
     return store;
+  }
+
+  /** Why the connection last failed (ECONNREFUSED, WRONGPASS, …), or null while it is up. */
+  lastConnectionError(): Error | null {
+    if (this.connectionError !== null) return this.connectionError;
+    // A server that ended the connection (killed, restarted) leaves the socket unwritable before ioredis
+    // sees the close: a call failing in between finds it so, with no error event.
+    const { status, stream } = this.redis;
+    const ended = status === 'close' || status === 'reconnecting' || (status === 'ready' && (stream as { writable?: boolean } | undefined)?.writable === false);
+    return ended ? SERVER_CLOSED : null;
   }
 
   /**

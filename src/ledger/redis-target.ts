@@ -30,12 +30,15 @@ export type TargetOptions = Pick<
 
 export type Resolved<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly issues: readonly ConfigIssue[] };
 
-/** The URL without its password, for logs and errors. */
+/**
+ * The URL as `redis://host:port/db` for logs and errors: no user name, no password, no query (ioredis
+ * reads options, a password among them, from the query too), the default port and database made explicit.
+ */
 export function redactRedisUrl(url: string): string {
   try {
     const u = new URL(url);
-    if (u.password !== '') u.password = '***';
-    return u.toString();
+    const db = u.searchParams.get('db') ?? (u.pathname.replace(/^\//, '') || '0');
+    return `${u.protocol}//${u.hostname}:${u.port || '6379'}/${db}`;
   } catch {
     return 'redis://(unparsable URL)';
   }

@@ -44,6 +44,8 @@ export interface SharedLedgerStore {
    * the sync then reads the whole table. Absent: the store never changes under its clients.
    */
   connections?(): number;
+  /** Why the connection last failed, while it is down: the cause a failed call's error does not name (describe-store-error.ts). */
+  lastConnectionError?(): unknown;
   /** Calls `listener` when another instance (or this one) changed the store; best effort. */
   onNotify(listener: () => void): Promise<void>;
   close(): Promise<void>;

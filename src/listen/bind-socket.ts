@@ -4,6 +4,7 @@
 // socket-file.ts (docs/architecture.md, rule 3); sandbox-init.ts, which imports only builtins, aside.
 import type net from 'node:net';
 import { isUnixListen, listenHost } from '../config/index.js';
+import { tcpListenError } from './listen-error.js';
 import { bindUnixSocket, type SocketFile, type UnixSocketProbe } from './socket-file.js';
 
 export interface BoundSocket {
@@ -26,19 +27,21 @@ export async function bindSocket(server: net.Server, listen: string, unix: UnixS
     return { address: listen, socketFile: await bindUnixSocket(server, listen.slice('unix:'.length), unix.gid, unix.probe) };
   }
   const port = Number(listen.slice(listen.lastIndexOf(':') + 1));
-  return { address: await bindTcp(server, listenHost(listen), port), socketFile: null };
+  return { address: await bindTcp(server, listenHost(listen), port, listen), socketFile: null };
 }
 
 /**
  * Listens on TCP `host`:`port` (exclusive: never a handle shared with cluster workers) and returns the
- * address bound, `host:port` or `[v6]:port`, with the real port when `port` is 0. A port that is taken
- * rejects with its EADDRINUSE error, and leaves no 'error' listener behind.
+ * address bound, `host:port` or `[v6]:port`, with the real port when `port` is 0. A port that is taken,
+ * privileged or on no interface of this host rejects with a ListenError naming the address (its `code`
+ * is the errno code) that names it as `listen` (as the config wrote it), and leaves no 'error' listener behind.
  */
-export async function bindTcp(server: net.Server, host: string, port: number): Promise<string> {
+export async function bindTcp(server: net.Server, host: string, port: number, listen = `${host.includes(':') ? `[${host}]` : host}:${port}`): Promise<string> {
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    const refuse = (error: NodeJS.ErrnoException): void => reject(tcpListenError(listen, port, error));
+    server.once('error', refuse);
     server.listen({ host, port, exclusive: true }, () => {
-      server.removeListener('error', reject);
+      server.removeListener('error', refuse);
       resolve();
     });
   });

@@ -4,6 +4,7 @@
 export { bindListener } from './bind-listener.js';
 export { closeListeners, type ClosableListener, type CloseHooks } from './close-listeners.js';
 export { bindSocket, bindTcp, type BoundSocket, type UnixSocketOptions } from './bind-socket.js';
+export { ListenError, inUseMessage } from './listen-error.js';
 export { GROUP_SOCKET_FILE_MODE, SOCKET_FILE_MODE, SocketFileError, bindUnixSocket, removeSocketFile, type SocketFile, type UnixSocketProbe } from './socket-file.js';
 export { GROUP_FILE, checkSocketGroups, resolveSocketGroup } from './socket-group.js';
 export { MAX_PROXY_HEADER_BYTES, parseProxyHeader, type ProxyHeader, type ProxyHeaderResult } from './proxy-protocol.js';

@@ -10,6 +10,7 @@
 import fs from 'node:fs/promises';
 import type net from 'node:net';
 import path from 'node:path';
+import { inUseMessage, ListenError } from './listen-error.js';
 
 /** Owner only; with a socket group, owner and group. Applied before the path exists. */
 export const SOCKET_FILE_MODE = 0o600;
@@ -33,18 +34,22 @@ export interface SocketFile {
  * already), `too-long` (no room for the private directory in sun_path), `group` (chown refused), `link`
  * (linking into place failed; `cause` is the error of link()), `directory` (its directory could not be
  * created, or is not writable; `cause` is the error of mkdir() or mkdtemp()). The message is worded for a listener,
- * `unix:<path>: …`; a caller with its own key to name (admin.listen) rewords it by `refusal`.
+ * `unix:<path>: …` (`unix:<path> is in use …`, as a TCP port in use); a caller with its own key to name
+ * (admin.listen) rewords it by `refusal`.
  */
-export class SocketFileError extends Error {
+export class SocketFileError extends ListenError {
   constructor(
     readonly file: string,
     readonly refusal: 'not-a-socket' | 'in-use' | 'too-long' | 'group' | 'link' | 'directory',
-    why: string,
-    options?: ErrorOptions,
+    message: string,
+    options?: { readonly cause?: NodeJS.ErrnoException },
   ) {
-    super(`unix:${file}: ${why}`, options);
+    super(`unix:${file}`, options?.cause?.code, message, options);
   }
 }
+
+/** `unix:<file>: <why>`, the wording of every refusal but `in-use`. */
+const at = (file: string, why: string): string => `unix:${file}: ${why}`;
 
 const PATH_TAKEN = 'the path exists and something answers on it, or it is not a socket';
 
@@ -61,23 +66,23 @@ export async function bindUnixSocket(server: net.Server, file: string, gid: numb
   await ensureSocketDir(file);
   await removeStaleSocket(file, probe);
   const privateDir = await fs.mkdtemp(path.join(path.dirname(file), PRIVATE_DIR_PREFIX)).catch((error: NodeJS.ErrnoException) => {
-    throw new SocketFileError(file, 'directory', `cannot create a private directory in ${path.dirname(file)} (${error.code ?? error.message}); Sluice's user must be able to write there`, { cause: error });
+    throw new SocketFileError(file, 'directory', at(file, `cannot create a private directory in ${path.dirname(file)} (${error.code ?? error.message}); Sluice's user must be able to write there`), { cause: error });
   });
   const staged = path.join(privateDir, 's');
   try {
     const bytes = Buffer.byteLength(staged);
     if (bytes > MAX_SOCKET_PATH_BYTES) {
-      throw new SocketFileError(file, 'too-long', `the path is too long to bind privately first (${bytes} of ${MAX_SOCKET_PATH_BYTES} bytes); choose a shorter one`);
+      throw new SocketFileError(file, 'too-long', at(file, `the path is too long to bind privately first (${bytes} of ${MAX_SOCKET_PATH_BYTES} bytes); choose a shorter one`));
     }
     await listenOnPath(server, staged);
     await fs.chmod(staged, gid === null ? SOCKET_FILE_MODE : GROUP_SOCKET_FILE_MODE);
     if (gid !== null) {
       await fs.chown(staged, -1, gid).catch((error: NodeJS.ErrnoException) => {
-        throw new SocketFileError(file, 'group', `cannot give the socket to group ${gid} (${error.code}); Sluice's user must be root or a member of that group`, { cause: error });
+        throw new SocketFileError(file, 'group', at(file, `cannot give the socket to group ${gid} (${error.code}); Sluice's user must be root or a member of that group`), { cause: error });
       });
     }
     await fs.link(staged, file).catch((error: NodeJS.ErrnoException) => {
-      throw new SocketFileError(file, 'link', error.code === 'EEXIST' ? PATH_TAKEN : error.message, { cause: error });
+      throw new SocketFileError(file, 'link', at(file, error.code === 'EEXIST' ? PATH_TAKEN : error.message), { cause: error });
     });
     return { path: file, ino: (await fs.stat(file)).ino };
   } catch (error) {
@@ -97,7 +102,7 @@ export async function bindUnixSocket(server: net.Server, file: string, gid: numb
 async function ensureSocketDir(file: string): Promise<void> {
   const dir = path.dirname(file);
   const first = await fs.mkdir(dir, { recursive: true, mode: 0o700 }).catch((error: NodeJS.ErrnoException) => {
-    throw new SocketFileError(file, 'directory', `cannot create its directory ${dir} (${error.code ?? error.message}); create it, or choose a path Sluice's user may create`, { cause: error });
+    throw new SocketFileError(file, 'directory', at(file, `cannot create its directory ${dir} (${error.code ?? error.message}); create it, or choose a path Sluice's user may create`), { cause: error });
   });
   if (first === undefined) return;
   // Only the directories mkdir just made: from the deepest up to the first one it created.
@@ -128,7 +133,7 @@ function listenOnPath(server: net.Server, file: string): Promise<void> {
 async function removeStaleSocket(file: string, probe: UnixSocketProbe): Promise<void> {
   const stat = await fs.lstat(file).catch(() => null);
   if (stat === null) return;
-  if (!stat.isSocket()) throw new SocketFileError(file, 'not-a-socket', PATH_TAKEN);
-  if (await probe(file)) throw new SocketFileError(file, 'in-use', PATH_TAKEN);
+  if (!stat.isSocket()) throw new SocketFileError(file, 'not-a-socket', at(file, PATH_TAKEN));
+  if (await probe(file)) throw new SocketFileError(file, 'in-use', inUseMessage(`unix:${file}`));
   await fs.unlink(file);
 }

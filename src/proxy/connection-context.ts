@@ -4,6 +4,7 @@ import type net from 'node:net';
 import type { CanonicalDestination, CloseReason, Principal } from '../core/index.js';
 import type { Deadline, Deadlines } from '../egress/index.js';
 import type { ListenerIdentity } from '../identity/index.js';
+import { endSocket } from '../relay/index.js';
 import type { Hop } from './hop.js';
 
 let nextId = 0;
@@ -69,11 +70,15 @@ export class ConnectionContext {
     this.peer = null;
   }
 
-  /** Ends the connection now: its tunnel (with the reason in its close record) and the client socket. */
+  /**
+   * Ends the connection now: its tunnel (with the reason in its close record) and the client socket, which
+   * is reset when the grant withdrew it (relay/end-socket.ts), so bytes not yet delivered to the client are
+   * dropped, not delivered after the revocation.
+   */
   end(reason: CloseReason): void {
     this.endedBy ??= reason;
     this.tunnel?.end(reason);
-    this.socket.destroy();
+    endSocket(this.socket, reason);
   }
 
   limitDuration(ms: number): void {

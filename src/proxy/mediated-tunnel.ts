@@ -7,6 +7,7 @@
 import { authorize, parseAbsoluteTarget } from '../authority/index.js';
 import type { CanonicalDestination, CloseReason } from '../core/index.js';
 import type { RuntimeGrant } from '../grant/index.js';
+import { endSocket } from '../relay/index.js';
 import type { ConnectionContext } from './connection-context.js';
 import type { Hop } from './hop.js';
 import type { HopRun } from './run-hop.js';
@@ -52,7 +53,7 @@ class MediatedTunnel {
 
   end(reason: CloseReason): void {
     this.endedBy ??= reason;
-    this.client.socket.destroy();
+    endSocket(this.client.socket, reason);
   }
 
   /** Resolves with how the tunnel ended once the client socket has closed. */

@@ -4,7 +4,7 @@
 // (mediated-tunnel.ts) an origin-form request stands for its absolute form on the tunnel's destination.
 import type http from 'node:http';
 import { canonicalize, DEFAULT_PORTS, parseAbsoluteTarget, pathAndQueryOf, splitAbsoluteTarget } from '../authority/index.js';
-import { deny, ok, type PinnedAddress, type Verdict } from '../core/index.js';
+import { deny, ok, type CloseReason, type PinnedAddress, type Verdict } from '../core/index.js';
 import { forwardRequest, hasBody, type ForwardBudget, type ForwardResult } from '../relay/index.js';
 import { defaultAuthContext, isConnectionFailure } from '../egress/index.js';
 import type { RouteHop } from '../route/index.js';
@@ -111,7 +111,17 @@ async function forwardStages(rt: ProxyRuntime, run: HopRun, req: http.IncomingMe
   const responded = result.value;
   hop.firstByteUs = Math.round((responded.headersAt - hop.startedAt) * 1000);
   if (budget === null) rt.registry.addBytes(grant.id, responded.bytesUp + responded.bytesDown);
-  run.close({ closedBy: responded.closedBy ?? 'completed', status: responded.status, bytesUp: responded.bytesUp, bytesDown: responded.bytesDown });
+  run.close({ closedBy: closedBy(run.ctx, responded.closedBy), status: responded.status, bytesUp: responded.bytesUp, bytesDown: responded.bytesDown });
+}
+
+/**
+ * How a relayed response ended, for its close record. A response cut mid-stream because Sluice ended the
+ * connection (revoked, expired, a narrowed grant, a limit) is recorded with that reason, as a tunnel is,
+ * not as the relay saw it (UX review 2026-12-04 finding 4: a revoked download said response_error).
+ */
+function closedBy(ctx: ConnectionContext, relayed: CloseReason | null): CloseReason {
+  if (relayed === null) return 'completed';
+  return relayed === 'response_error' ? (ctx.endedBy ?? relayed) : relayed;
 }
 
 

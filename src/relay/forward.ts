@@ -5,6 +5,7 @@ import type http from 'node:http';
 import { Transform, type TransformCallback } from 'node:stream';
 import { Agent, Client, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { CloseReason, ReasonCode } from '../core/index.js';
+import { endSocket } from './end-socket.js';
 import { stripHopByHop, stripHopByHopObject } from './hop-by-hop.js';
 import { takeWhenAvailable, type ByteBudget } from './tunnel.js';
 
@@ -278,15 +279,17 @@ class ResponseRelay implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * Ends a response mid-body at the budget, as a tunnel is ended: the client connection is destroyed, so
-   * the client sees it end before the announced length or last chunk, and the origin request is aborted.
-   * The head goes out first (node:http holds it until the first body write), so the client can tell a
-   * cut-off response from a failed one.
+   * Ends a response mid-body at the budget, as a tunnel is ended: the client connection is reset
+   * (end-socket.ts), so the client sees it fail before the announced length or last chunk, and the origin
+   * request is aborted. The head goes out first (node:http holds it until the first body write), so a
+   * client that has read it can tell a cut-off response from a refused one.
    */
   private endAtBudget(controller: Dispatcher.DispatchController | null): void {
     this.responded('byte_limit');
     this.res.flushHeaders();
-    this.res.destroy();
+    const socket = this.res.socket;
+    if (socket === null) this.res.destroy();
+    else endSocket(socket, 'byte_limit');
     controller?.abort(new Error('byte budget spent'));
   }
 

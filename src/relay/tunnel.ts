@@ -5,6 +5,7 @@
 // the idle mark taken in the same data handler, and no timer per socket (IdleSweep).
 import type net from 'node:net';
 import type { CloseReason } from '../core/index.js';
+import { endSocket, withdrawsAuthority } from './end-socket.js';
 import { IdleSweep, type IdleWatched } from './idle-sweep.js';
 
 export interface RelayLimits {
@@ -190,11 +191,21 @@ export class Tunnel implements IdleWatched {
     this.end('idle_timeout');
   }
 
-  /** Ends both sides now (idle timeout, revocation, shutdown); the outcome records why. */
+  /**
+   * Ends both sides now (idle timeout, revocation, shutdown); the outcome records why. A grant that
+   * withdrew the tunnel resets both sides (end-socket.ts), and its reason replaces a half-close noted
+   * before it while the other direction was still open: the tunnel was cut, not finished.
+   */
   end(reason: CloseReason): void {
-    this.note(reason);
-    this.client.destroy();
-    this.upstream.destroy();
+    if (withdrawsAuthority(reason) && this.isHalfClosed()) this.closedBy = reason;
+    else this.note(reason);
+    endSocket(this.client, reason);
+    endSocket(this.upstream, reason);
+  }
+
+  /** One side sent its FIN (noted) and the other has not. */
+  private isHalfClosed(): boolean {
+    return (this.closedBy === 'client_closed' || this.closedBy === 'origin_closed') && !(this.client.readableEnded && this.upstream.readableEnded);
   }
 
   private finish(): void {

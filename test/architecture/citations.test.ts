@@ -7,7 +7,8 @@
 // - "principle AN" names no `## AN:` heading of docs/principles.md;
 // - "scenario N" names no row of docs/scenarios.md;
 // - "review 2026-12 finding N" names no `## Finding N` section of docs/reviews/security-2026-12.md, or
-//   "review 2026-12-04 finding N" none of docs/reviews/security-2026-12-04.md.
+//   "review 2026-12-04 finding N" none of docs/reviews/security-2026-12-04.md, or
+//   "UX review 2026-12-04 finding N" none of docs/reviews/ux-2026-12-04.md.
 // Regexes only, no dependency. Each kind of citation must be found a minimum number of times, so that a
 // broken pattern cannot make the test pass by finding nothing.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -127,6 +128,10 @@ const secondFindingIds = new Set(
   [...readDoc('docs/reviews/security-2026-12-04.md').matchAll(/^##\s+Finding\s+(\d+)\b/gm)].map((m) => Number(m[1])),
 );
 
+const uxFindingIds = new Set(
+  [...readDoc('docs/reviews/ux-2026-12-04.md').matchAll(/^##\s+Finding\s+(\d+)\b/gm)].map((m) => Number(m[1])),
+);
+
 // ---- the citations ----
 
 const LIST = String.raw`\d+(?:\s*(?:[-–]|,|\band\b)\s*\d+)*`;
@@ -135,7 +140,10 @@ const principleHits = hits(/\b(?:principles?|seed)\s+(A\d(?:\s*(?:,|\band\b|\/)\
 );
 const scenarioHits = hits(new RegExp(String.raw`\bscenarios?\s+(${LIST})`, 'gi'), (m) => expandList(m[1] ?? ''));
 const findingHits = hits(new RegExp(String.raw`\breview\s+2026-12,?\s+findings?\s+(${LIST})`, 'gi'), (m) => expandList(m[1] ?? ''));
-const secondFindingHits = hits(new RegExp(String.raw`\breview\s+2026-12-04\s+findings?\s+(${LIST})`, 'gi'), (m) => expandList(m[1] ?? ''));
+const secondFindingHits = hits(new RegExp(String.raw`(?<!\bUX\s+)\breview\s+2026-12-04\s+findings?\s+(${LIST})`, 'gi'), (m) => expandList(m[1] ?? ''));
+const uxFindingHits = hits(new RegExp(String.raw`\bUX\s+review\s+2026-12-04\s+findings?\s+(${LIST})`, 'gi'), (m) => expandList(m[1] ?? ''));
+/** Other spellings of a UX citation, which neither pattern above would check. */
+const looseUxHits = hits(/\bUX\s+review\s+(?:of\s+)?2026-12-04,\s*findings?\b|\bUX\s+review\s+of\s+2026-12-04\b/gi, () => []);
 
 /** Documents that are not in this repository, and the forms that cite them. */
 const OUTSIDE: readonly (readonly [RegExp, string])[] = [
@@ -236,6 +244,14 @@ describe('citations resolve inside the repository (CONTRIBUTING.md, "Citations")
     expect(secondFindingHits.length, 'the code cites the second review somewhere').toBeGreaterThan(5);
     const unknown = secondFindingHits.filter((h) => h.ids.length === 0 || h.ids.some((id) => !secondFindingIds.has(id))).map((h) => `${h.where}: "${h.match}"`);
     expect(unknown).toEqual([]);
+  });
+
+  it('cites only findings of UX review 2026-12-04 that docs/reviews/ux-2026-12-04.md has, in that one form', () => {
+    expect(uxFindingIds.size, 'docs/reviews/ux-2026-12-04.md has a ## Finding N section for findings 1-15').toBe(15);
+    expect(uxFindingHits.length, 'the code cites the UX review somewhere').toBeGreaterThan(5);
+    const unknown = uxFindingHits.filter((h) => h.ids.length === 0 || h.ids.some((id) => !uxFindingIds.has(id))).map((h) => `${h.where}: "${h.match}"`);
+    expect(unknown).toEqual([]);
+    expect(looseUxHits.map((h) => `${h.where}: "${h.match}" (write "UX review 2026-12-04 finding N")`)).toEqual([]);
   });
 
   it('cites only findings of review 2026-12 that docs/reviews/security-2026-12.md has', () => {

@@ -9,7 +9,8 @@ import { stringify } from 'yaml';
 import { startHttpOrigin, type Origin } from '../support/origins.js';
 import { runCurl } from '../support/curl.js';
 import { tokenHash } from '../support/sluice.js';
-import { BIN, killSluiceProcesses, REPO_ROOT as ROOT, startSluiceProcess } from '../support/sluice-process.js';
+import { BIN, killSluiceProcesses, logLines, REPO_ROOT as ROOT, startSluiceProcess } from '../support/sluice-process.js';
+import { waitUntil } from '../support/wait.js';
 
 const TOKEN = 'tok-cli';
 
@@ -103,6 +104,8 @@ describe('sluice CLI', () => {
     const denied = sluice(['explain', '--config', file, '--grant', 'sandbox-a', 'private.test:443']);
     expect(denied.stdout).toMatch(/addresses:\s+10\.1\.2\.3 private denied/);
     expect(denied.stdout).toMatch(/decision:\s+deny 403 address_class_denied/);
+    expect(denied.stdout).toMatch(/\nfix:\s+allow it with allowAddressClasses: \[private\] on the grant \(sluice run --allow-class private\)/);
+    expect(allowed.stdout).not.toMatch(/\nfix:/);
     expect(denied.status).toBe(1);
     const evil = sluice(['explain', '--json', '--config', file, '--grant', 'sandbox-a', 'http://evil.test/']);
     expect((JSON.parse(evil.stdout) as { reason: string }).reason).toBe('destination_not_granted');
@@ -146,6 +149,33 @@ describe('sluice CLI', () => {
     const r = sluice(['check-config', file]);
     expect(r.status).toBe(2);
     expect(r.stderr).toContain('route.pac');
+  });
+
+  it('--version and -V print the version of package.json and exit 0 (UX review 2026-12-04 finding 8)', () => {
+    const { version } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    expect(version).toMatch(/^\d+\.\d+\.\d+/);
+    for (const flag of ['--version', '-V']) {
+      // From another directory: the version is found beside the code, not in the working directory.
+      const r = spawnSync(process.execPath, [BIN, flag], { encoding: 'utf8', timeout: 15_000, cwd: os.tmpdir() });
+      expect({ status: r.status, stdout: r.stdout, stderr: r.stderr }).toEqual({ status: 0, stdout: `${version}\n`, stderr: '' });
+    }
+  });
+
+  it('start logs one start-up line (version, config, listeners, grants, ledger), and names every level', async () => {
+    const { version } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const config = write('startup.yaml', goodConfig());
+    const child = await startSluiceProcess({ config, timeoutMs: 10_000 });
+    try {
+      const ledgerFile = path.join(dir, 'state', 'ledger.json');
+      const startedMsg = `sluice ${version} started: config ${config}, 1 listener(s), 1 grant(s), ledger file ${ledgerFile}`;
+      await waitUntil(() => logLines(child.stderr()).some((l) => l['msg'] === startedMsg), { timeoutMs: 5000, label: `the start-up line: ${startedMsg}` });
+      const lines = logLines(child.stderr());
+      expect(lines.find((l) => l['msg'] === startedMsg)).toMatchObject({ level: 'info', version, config, listeners: 1, grants: 1, ledger: `file ${ledgerFile}` });
+      // pino's numbers (30, 40, 50) are not what an operator greps for.
+      expect(lines.map((l) => l['level']).filter((level) => !['info', 'warn', 'error'].includes(String(level)))).toEqual([]);
+    } finally {
+      await killSluiceProcesses();
+    }
   });
 
   it('start serves traffic, writes audit JSON lines, and exits 0 on SIGTERM', async () => {

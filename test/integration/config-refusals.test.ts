@@ -10,6 +10,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { startApp, type SluiceApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config/index.js';
+import { OWN_UID, silentLog } from '../support/sluice.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = path.join(ROOT, 'bin/sluice.js');
@@ -99,6 +102,13 @@ describe('check-config and start agree', () => {
     ['an unknown auth mechanism and a malformed spn', () => ({ listeners, route: { mode: 'proxy', proxy: { url: 'http://proxy.corp.test:8080', auth: 'kerberos', spn: 'HTTP/proxy.corp.test' } } }), ['route.proxy.auth', 'route.proxy.spn']],
     // Issue 24 item 3: the shared store is one Redis or one Sentinel group; its variables are host checks.
     ['a Redis URL and sentinels both', () => ({ listeners, ledger: { store: 'redis', redis: { url: 'redis://127.0.0.1:1/0', sentinels: ['127.0.0.1:26379'], name: 'g' } } }), ['ledger.redis.sentinels']],
+    // UX review 2026-12-04 finding 6 (issue 25): check-config used to pass an unset urlEnv that start refused.
+    ['a Redis URL variable that is not set', () => ({ listeners, ledger: { store: 'redis', redis: { urlEnv: 'SLUICE_REFUSALS_UNSET_REDIS_URL' } } }), ['ledger.redis.urlEnv']],
+    [
+      'both Sentinel password variables not set',
+      () => ({ listeners, ledger: { store: 'redis', redis: { sentinels: ['127.0.0.1:26379'], name: 'g', passwordEnv: 'SLUICE_REFUSALS_UNSET_P', sentinelPasswordEnv: 'SLUICE_REFUSALS_UNSET_SP' } } }),
+      ['ledger.redis.passwordEnv', 'ledger.redis.sentinelPasswordEnv'],
+    ],
     [
       'sentinels without the group name, and a password variable that is not set',
       () => ({ listeners, ledger: { store: 'redis', redis: { sentinels: ['127.0.0.1:26379'], passwordEnv: 'SLUICE_REFUSALS_UNSET_REDIS_PASSWORD' } } }),
@@ -128,5 +138,29 @@ describe('check-config and start agree', () => {
     expect(lines.map((line) => line.slice(0, line.indexOf(': ')))).toEqual(paths);
     expect(checked.stderr).toContain(`${file}: ${paths.length} error(s)`);
     expect(issueLines(started.stderr)).toEqual(lines);
+  });
+
+  // The third of the one validation (docs/configuration.md, "Reload"): a running instance whose file
+  // becomes any of these refuses the reload with the errors check-config prints, and keeps running.
+  describe('and a reload refuses the same files with the same errors', () => {
+    let app: SluiceApp;
+    let running: string;
+    beforeAll(async () => {
+      running = write('running.yaml', { listeners: [{ name: 'shared', listen: '127.0.0.1:0' }] });
+      const loaded = await loadConfig(running, dir);
+      if (!loaded.ok) throw new Error(JSON.stringify(loaded.issues));
+      app = await startApp(loaded.config, { env: {}, cwd: dir, uid: OWN_UID, log: silentLog });
+    });
+    afterAll(() => app.close());
+
+    it.each(table)('%s', async (name, config) => {
+      const file = write(`reload-${name.replace(/\W+/g, '-').slice(0, 60)}.yaml`, config());
+      const checked = issueLines(sluice(['check-config', file]).stderr);
+      fs.copyFileSync(file, running);
+      const reloaded = await app.control.reload();
+      expect(reloaded).toMatchObject({ ok: false, status: 400, reason: 'config_invalid' });
+      expect(reloaded.ok ? [] : reloaded.issues.map((i) => `${i.path}: ${i.message}`)).toEqual(checked);
+      expect(app.listeners.map((l) => l.name)).toEqual(['shared']);
+    });
   });
 });

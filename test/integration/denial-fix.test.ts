@@ -1,4 +1,4 @@
-// UX review of 2026-12-04, findings 2 and 3 (issue 25): a denied program is told why and how to fix it.
+// UX review 2026-12-04 findings 2 and 3 (issue 25): a denied program is told why and how to fix it.
 // A real `sluice start` (compiled dist/) refuses a CONNECT whose name resolves to loopback, read on a raw
 // socket (no client shows a CONNECT's 403 body), and absolute-form requests through the real curl; the
 // body names the refused class and the fix, never the address, the token or a request header value, and
@@ -18,7 +18,7 @@ import { waitUntil } from '../support/wait.js';
 const TOKEN = 'tok-denial-fix-9f2c';
 const SECRET_HEADER = 'x-secret-denial-fix-77';
 
-describe('a denial names its fix (UX review of 2026-12-04, findings 2 and 3)', () => {
+describe('a denial names its fix (UX review 2026-12-04 findings 2 and 3)', () => {
   let dir: string;
   let origin: Origin;
   let sluice: SluiceProcess;

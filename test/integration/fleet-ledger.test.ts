@@ -14,7 +14,7 @@ import { openConnectTunnel, roundTrip } from '../support/raw-client.js';
 import { redisSkip, startRedis, type TestRedis } from '../support/redis.js';
 import { startSluice, tableLookup, type TestSluice } from '../support/sluice.js';
 import { killSluiceProcesses, startSluiceProcess } from '../support/sluice-process.js';
-import { waitFor, waitUntil, withTimeout } from '../support/wait.js';
+import { waitFor, waitForClose, waitUntil, withTimeout } from '../support/wait.js';
 
 const MAX_STALE_MS = 300;
 // The promise is 100 ms p99 (measured by `npm run bench -- --fleet`); a test on a loaded 2-core CI
@@ -88,7 +88,7 @@ describe.skipIf(redisSkip())('fleet: three instances share one ledger on Redis',
     const started = Date.now();
     const revoked = await c!.app.control.revokeGrant(grant.id);
     expect(revoked.ok).toBe(true);
-    await Promise.all([waitFor(onA, 'close', 2000), waitFor(onB, 'close', 2000)]);
+    await Promise.all([waitForClose(onA, 2000), waitForClose(onB, 2000)]);
     expect(Date.now() - started).toBeLessThan(LAG_BOUND_MS);
     for (const s of [a!, b!]) {
       await waitUntil(() => s.closes().some((r) => r.principal === grant.id && r.closedBy === 'revoked'), { timeoutMs: 2000, label: 'close record revoked' });
@@ -110,7 +110,7 @@ describe.skipIf(redisSkip())('fleet: three instances share one ledger on Redis',
     await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
     const started = Date.now();
     expect((await a!.app.control.revokeGrant(grant.id)).ok).toBe(true);
-    await waitFor(onB, 'close', 2000);
+    await waitForClose(onB, 2000);
     expect(Date.now() - started).toBeLessThan(LAG_BOUND_MS);
   });
 
@@ -141,7 +141,7 @@ describe.skipIf(redisSkip())('fleet: three instances share one ledger on Redis',
     expect(revokedAway).toMatchObject({ ok: false, status: 503, reason: 'ledger_unavailable' });
 
     await redis.start();
-    await waitFor(onB, 'close', 5000);
+    await waitForClose(onB, 5000);
     await waitUntil(() => b!.app.runtime.ledgerFresh(), { timeoutMs: 5000, label: 'B fresh again' });
     expect(b!.app.runtime.registry.grants.get(doomed.id)?.revoked).toBe(true);
     (await liveTunnel(b!, kept.token)).destroy();
@@ -325,13 +325,14 @@ describe.skipIf(redisSkip())('fleet: three instances share one ledger on Redis',
     const config = (url: string): Record<string, unknown> => ({ ledger: { store: 'redis', redis: { url, keyPrefix: 'f6:' } } });
     const failure = (p: Promise<unknown>): Promise<string> => withTimeout(p.then(() => 'started', (e: Error) => e.message), 10_000, 'start outcome');
     const badPassword = await failure(startSluice(config(wrong)));
-    expect(badPassword).toMatch(/cannot use the ledger store redis:\/\/:\*\*\*@127\.0\.0\.1/);
+    // Sluice's words for the cause, and the store as redis://host:port/db (UX review 2026-12-04 finding 8).
+    expect(badPassword).toBe(`cannot use the ledger store redis://127.0.0.1:${redis.port}/0: authentication failed: wrong user name or password (WRONGPASS)`);
     expect(badPassword).not.toContain('wrong-password');
     const admin = await redis.client();
     clients.push(admin);
     await admin.set('f6:grants', 'not a hash');
     expect(await failure(startSluice(config(redis.url)))).toMatch(/key f6:grants is a string, expected a hash/);
     await redis.kill();
-    expect(await failure(startSluice(config(redis.url)))).toMatch(/cannot use the ledger store/);
+    expect(await failure(startSluice(config(redis.url)))).toBe(`cannot use the ledger store redis://127.0.0.1:${redis.port}/0: connection refused`);
   });
 });

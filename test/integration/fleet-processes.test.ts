@@ -22,7 +22,7 @@ import { adminRequest, type AdminAnswer } from '../support/admin-socket.js';
 import { redisSkip, startRedis, type TestRedis } from '../support/redis.js';
 import { tokenHash } from '../support/sluice.js';
 import { killSluiceProcesses, logLines, REPO_ROOT as ROOT, startSluiceProcess, type SluiceProcess } from '../support/sluice-process.js';
-import { waitFor, waitUntil } from '../support/wait.js';
+import { waitForClose, waitUntil } from '../support/wait.js';
 
 const MAX_STALE_MS = 500;
 const LEASE_TTL_MS = 1000;
@@ -210,7 +210,7 @@ describe.skipIf(redisSkip())('fleet of processes: three `sluice start` children 
     const [onA, onB] = await Promise.all([liveTunnel(a, grant.token), liveTunnel(b, grant.token)]);
     const closedAt: Record<string, number> = {};
     const started = Date.now();
-    const closes = [onA, onB].map((s, i) => waitFor(s, 'close', 3000).then(() => (closedAt[i === 0 ? 'a' : 'b'] = Date.now() - started)));
+    const closes = [onA, onB].map((s, i) => waitForClose(s, 3000).then(() => (closedAt[i === 0 ? 'a' : 'b'] = Date.now() - started)));
     const revoked = await admin(c, 'DELETE', `/v1/grants/${grant.id}`);
     expect(revoked.status, JSON.stringify(revoked.body)).toBe(200);
     await Promise.all(closes);
@@ -228,7 +228,7 @@ describe.skipIf(redisSkip())('fleet of processes: three `sluice start` children 
     await everyoneKnows([a, b, c], second.id);
     const generationTunnels = await Promise.all([liveTunnel(a, first.token), liveTunnel(b, second.token)]);
     const generationStarted = Date.now();
-    const generationClosed = Promise.all(generationTunnels.map((t) => waitFor(t, 'close', 3000)));
+    const generationClosed = Promise.all(generationTunnels.map((t) => waitForClose(t, 3000)));
     const generation = await admin(c, 'POST', '/v1/generations/run-7/revoke');
     expect(generation.status, JSON.stringify(generation.body)).toBe(200);
     expect([...(generation.body['revoked'] as string[])].sort()).toEqual([first.id, second.id].sort());
@@ -261,7 +261,7 @@ describe.skipIf(redisSkip())('fleet of processes: three `sluice start` children 
     const killed = Number(await store.call('CLIENT', 'KILL', 'TYPE', 'pubsub'));
     expect(killed).toBe(3);
     const started = Date.now();
-    const closed = waitFor(onB, 'close', 3000);
+    const closed = waitForClose(onB, 3000);
     const revoked = await admin(a, 'DELETE', `/v1/grants/${grant.id}`);
     expect(revoked.status, JSON.stringify(revoked.body)).toBe(200);
     expect(await subscribers()).toBe(0);
@@ -302,7 +302,7 @@ describe.skipIf(redisSkip())('fleet of processes: three `sluice start` children 
     expect(issuedAway.body['error']).toBe('ledger_unavailable');
 
     // A revoke on A while Redis is away: 503, and A's tunnel ends at once.
-    const onAClosed = waitFor(doomedTunnels[0]!, 'close', 2000);
+    const onAClosed = waitForClose(doomedTunnels[0]!, 2000);
     const revokeStarted = Date.now();
     const revokedAway = await admin(a, 'DELETE', `/v1/grants/${doomed.id}`);
     expect(revokedAway.status, JSON.stringify(revokedAway.body)).toBe(503);
@@ -313,7 +313,7 @@ describe.skipIf(redisSkip())('fleet of processes: three `sluice start` children 
     expect(await stillOpen(doomedTunnels[1]!)).toBe(true);
     expect(await stillOpen(doomedTunnels[2]!)).toBe(true);
 
-    const bcClosed = Promise.all([waitFor(doomedTunnels[1]!, 'close', 10_000), waitFor(doomedTunnels[2]!, 'close', 10_000)]);
+    const bcClosed = Promise.all([waitForClose(doomedTunnels[1]!, 10_000), waitForClose(doomedTunnels[2]!, 10_000)]);
     await redis!.start();
     const restartedAt = Date.now();
     await bcClosed;
@@ -342,6 +342,20 @@ describe.skipIf(redisSkip())('fleet of processes: three `sluice start` children 
     }
     expect(tables[1]).toEqual(tables[0]);
     expect(tables[2]).toEqual(tables[0]);
+
+    // The operational log said it in Sluice's words (UX review 2026-12-04 finding 8): once away, at
+    // "level":"error", with the cause and the store as redis://host:port/db; once back, at info.
+    const storeRe = `redis://127\\.0\\.0\\.1:${redis!.port}/0`;
+    for (const s of fleet) {
+      const text = s.proc!.stderr();
+      const lines = logLines(text).filter((l) => String(l['msg']).startsWith('ledger store '));
+      const away = lines.filter((l) => l['level'] === 'error').map((l) => String(l['msg']));
+      expect(away, s.name).toHaveLength(1);
+      expect(away[0]).toMatch(new RegExp(`^ledger store ${storeRe} unreachable \\((the server closed the connection|connection refused|connection reset by the server|the connection is down)\\)$`));
+      expect(lines.filter((l) => l['level'] === 'info').map((l) => String(l['msg']))).toEqual([expect.stringMatching(new RegExp(`^ledger store ${storeRe} is back at revision \\d+$`))]);
+      expect(text).not.toMatch(/maxRetriesPerRequest|enableOfflineQueue|Stream isn't writeable/);
+    }
+    expect(JSON.stringify(revokedAway.body)).not.toMatch(/maxRetriesPerRequest|enableOfflineQueue|Stream isn't writeable/);
   }, 45_000);
 
   it('5. kill -9 of the instance holding a grant’s only slot: B refuses 429 until the lease expires, and the instance comes back with every grant and revocation', async () => {

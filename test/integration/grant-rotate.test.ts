@@ -14,7 +14,7 @@ import { runCurl } from '../support/curl.js';
 import { redisSkip, startRedis } from '../support/redis.js';
 import { startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
 import { call } from '../unit/admin/fake-control.js';
-import { waitFor, waitUntil } from '../support/wait.js';
+import { waitForClose, waitUntil } from '../support/wait.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -63,7 +63,7 @@ describe('POST /v1/grants/{id}/rotate over the admin socket', () => {
     expect(s.app.runtime.hopCache.size).toBe(1);
     expect(await roundTrip(live.socket, 'before')).toBe('before');
 
-    const ended = waitFor(live.socket, 'close', 2000);
+    const ended = waitForClose(live.socket, 2000);
     const answer = await call({ socketPath: s.admin }, 'POST', `/v1/grants/${id}/rotate`, { body: '{}' });
     expect(answer.status).toBe(200);
     const body = answer.json as { id: string; token: string; previousTokenUntil: string | null; endedConnections: number };
@@ -162,7 +162,7 @@ describe.skipIf(redisSkip())('rotation across a fleet on Redis', () => {
     await waitUntil(async () => (await openConnectTunnel(b.port, target, basic(id, token)).then((t) => (t.socket.destroy(), t.status))) === 200, { timeoutMs: 2000, label: 'B knows the grant' });
     const live = await connect(b.port, target, basic(id, token));
     expect(live.status).toBe(200);
-    const ended = waitFor(live.socket, 'close', 2000);
+    const ended = waitForClose(live.socket, 2000);
     const rotated = await a.app.control.rotateGrant(id, 0);
     if (!rotated.ok) throw new Error(JSON.stringify(rotated));
     await ended;

@@ -19,7 +19,7 @@ import type { LookupAll } from '../../src/core/index.js';
 import { startHttpOrigin, startTcpEchoServer, type EchoServer, type Origin } from '../support/origins.js';
 import { openConnectTunnel, parseResponseHead, roundTrip, type ConnectTunnel, type ParsedHead } from '../support/raw-client.js';
 import { OWN_UID, silentLog, tokenHash } from '../support/sluice.js';
-import { waitFor, waitUntil, withTimeout } from '../support/wait.js';
+import { waitForClose, waitUntil, withTimeout } from '../support/wait.js';
 
 const TOKEN = 'tok-hop-cache';
 const BEARER = { 'Proxy-Authorization': `Bearer ${TOKEN}` };
@@ -118,7 +118,7 @@ describe('a remembered allow never outlives what it was derived from', () => {
     expect(s.app.runtime.hopCache.size).toBe(1);
     expect(await roundTrip(live.socket, 'before')).toBe('before');
 
-    const ended = waitFor(live.socket, 'close', 2000);
+    const ended = waitForClose(live.socket, 2000);
     await s.app.control.revokeGrant(r.value.id);
     const refused = await connect(s.port, `echo.test:${server.port}`, auth);
     expect([refused.status, details(refused)]).toEqual([403, 'grant_revoked']);

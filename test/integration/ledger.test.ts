@@ -9,7 +9,7 @@ import { stringify } from 'yaml';
 import net from 'node:net';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
 import { openConnectTunnel, rawRequest, roundTrip as echoRoundTrip } from '../support/raw-client.js';
-import { waitFor, waitUntil } from '../support/wait.js';
+import { waitForClose, waitUntil } from '../support/wait.js';
 import { OWN_UID, startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -84,10 +84,11 @@ describe('revocation acts on live traffic', () => {
     const b = await issue(sluice, spec(echo.port));
     const tunnelsA = [await echoTunnel(sluice.port, echo.port, a.token), await echoTunnel(sluice.port, echo.port, a.token)];
     const tunnelB = await echoTunnel(sluice.port, echo.port, b.token);
-    const closed = tunnelsA.map((s) => waitFor(s, 'close', 2000));
+    const closed = tunnelsA.map((s) => waitForClose(s, 2000));
     const started = performance.now();
     const result = await sluice.app.control.revokeGrant(a.id);
-    await Promise.all(closed);
+    // Reset, not closed: unread bytes are dropped (relay/end-socket.ts).
+    expect(await Promise.all(closed)).toEqual(['ECONNRESET', 'ECONNRESET']);
     expect(performance.now() - started).toBeLessThan(100);
     await closeRecorded(sluice, 2);
     expect(result.ok && result.value.endedConnections).toBe(2);
@@ -106,9 +107,9 @@ describe('revocation acts on live traffic', () => {
     const run8 = await issue(sluice, spec(echo.port, { generation: 'run-8' }));
     const t7 = await Promise.all(run7.map((g) => echoTunnel(sluice.port, echo.port, g.token)));
     const t8 = await echoTunnel(sluice.port, echo.port, run8.token);
-    const closed = t7.map((s) => waitFor(s, 'close', 2000));
+    const closed = t7.map((s) => waitForClose(s, 2000));
     const result = await sluice.app.control.revokeGeneration('run-7');
-    await Promise.all(closed);
+    expect(await Promise.all(closed)).toEqual(['ECONNRESET', 'ECONNRESET']);
     expect(result.ok && [...result.value.revoked].sort()).toEqual(run7.map((g) => g.id).sort());
     expect(await roundTrip(t8, 'run-8 lives')).toBe('run-8 lives');
     t8.destroy();
@@ -118,7 +119,7 @@ describe('revocation acts on live traffic', () => {
     const { sluice, echo } = await setup();
     const g = await issue(sluice, spec(echo.port, { limits: { expiresAt: new Date(Date.now() + 400).toISOString() } }));
     const tunnel = await echoTunnel(sluice.port, echo.port, g.token);
-    await waitFor(tunnel, 'close', 3000);
+    expect(await waitForClose(tunnel, 3000)).toBe('ECONNRESET');
     await closeRecorded(sluice);
     expect(sluice.closes().at(-1)).toMatchObject({ principal: g.id, closedBy: 'expired' });
     const again = await openConnectTunnel(sluice.port, `echo.test:${echo.port}`, { 'Proxy-Authorization': `Bearer ${g.token}` });
@@ -147,7 +148,7 @@ describe('budgets', () => {
     const { sluice, echo } = await setup();
     const g = await issue(sluice, spec(echo.port, { limits: { maxBytes: 1000 } }));
     const tunnel = await echoTunnel(sluice.port, echo.port, g.token);
-    const closed = waitFor(tunnel, 'close', 3000);
+    const closed = waitForClose(tunnel, 3000);
     tunnel.on('data', () => undefined);
     tunnel.write('x'.repeat(2000));
     await closed;
@@ -163,7 +164,7 @@ describe('budgets', () => {
     const { sluice, echo } = await setup();
     const g = await issue(sluice, spec(echo.port, { limits: { maxDurationMs: 300 } }));
     const tunnel = await echoTunnel(sluice.port, echo.port, g.token);
-    await waitFor(tunnel, 'close', 3000);
+    expect(await waitForClose(tunnel, 3000)).toBe('ECONNRESET');
     await closeRecorded(sluice);
     expect(sluice.closes().at(-1)).toMatchObject({ closedBy: 'duration_limit' });
   });
@@ -195,9 +196,9 @@ describe('dedicated listeners on demand', () => {
     const g = await issue(sluice, spec(echo.port, { listen: `unix:${sock}`, generation: 'run-1' }));
     const other = await issue(sluice, spec(echo.port));
     const tunnel = await echoTunnel(sluice.port, echo.port, g.token);
-    const closed = waitFor(tunnel, 'close', 2000);
+    const closed = waitForClose(tunnel, 2000);
     const result = await sluice.app.control.forgetGrant(g.id);
-    await closed;
+    expect(await closed).toBe('ECONNRESET');
     expect(result.ok && result.value.endedConnections).toBe(1);
     expect(fs.existsSync(sock)).toBe(false);
     expect(sluice.app.control.getGrant(g.id)).toBeUndefined();
@@ -252,10 +253,10 @@ describe('config reload', () => {
     expect(await roundTrip(echoT, 'still old')).toBe('still old');
 
     fs.writeFileSync(file, stringify(base([`tcp://echo.test:${echo.port}`])));
-    const closed = waitFor(otherT, 'close', 2000);
+    const closed = waitForClose(otherT, 2000);
     const good = await app.control.reload();
     expect(good.ok && good.value.endedConnections).toBe(1);
-    await closed;
+    expect(await closed).toBe('ECONNRESET');
     expect(await roundTrip(echoT, 'kept')).toBe('kept');
     expect(records.filter((r) => r.kind === 'close').at(-1)).toMatchObject({ closedBy: 'grant_changed', canonical: `other.test:${echo.port}` });
     echoT.destroy();

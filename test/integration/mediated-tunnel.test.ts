@@ -16,7 +16,7 @@ import { startHttpOrigin, startHttpsOrigin, type Origin } from '../support/origi
 import { openConnectTunnel, parseResponseHead } from '../support/raw-client.js';
 import type { DecisionRecordV1 } from '../../src/audit/index.js';
 import { startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
-import { waitFor, waitUntil, withTimeout } from '../support/wait.js';
+import { waitFor, waitForClose, waitUntil, withTimeout } from '../support/wait.js';
 
 const TOKEN = 'tok-mediated-5c1e';
 const OTHER_TOKEN = 'tok-mediated-other-77a0';
@@ -333,9 +333,11 @@ describe('a hostile principal inside an http-only tunnel', () => {
     const socket = await tunnel(`web.test:${web.port}`, sluice.port, { 'Proxy-Authorization': `Bearer ${issued.value.token}` });
     const bystander = await tunnel(`web.test:${web.port}`);
     expect((await exchange(socket, `GET /before HTTP/1.1\r\nHost: web.test:${web.port}\r\n\r\n`)).body).toBe('origin:GET:/before');
-    const ended = closed(socket);
+    const ended = waitForClose(socket);
+    socket.resume();
     await sluice.app.control.revokeGrant(issued.value.id);
-    await ended;
+    // Reset, not closed: the grant no longer allows the tunnel (relay/end-socket.ts).
+    expect(await ended).toBe('ECONNRESET');
     await waitUntil(() => sluice.records.slice(start).some((r) => r.kind === 'close' && r.request === 'connect' && r.principal === issued.value.id), { timeoutMs: 5000, label: 'close record' });
     expect(sluice.records.slice(start).find((r) => r.kind === 'close' && r.request === 'connect' && r.principal === issued.value.id)).toMatchObject({ closedBy: 'revoked' });
     expect((await exchange(bystander, `GET /still HTTP/1.1\r\nHost: web.test:${web.port}\r\n\r\n`)).body).toBe('origin:GET:/still');

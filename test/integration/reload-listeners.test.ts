@@ -10,6 +10,7 @@ import path from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startApp, type SluiceApp } from '../../src/app.js';
+import type { OperationalLog } from '../../src/audit/index.js';
 import { loadConfig } from '../../src/config/index.js';
 import { startFixtureConnectProxy } from '../support/fault-servers.js';
 import { startTcpEchoServer, type EchoServer } from '../support/origins.js';
@@ -32,7 +33,7 @@ interface Running {
   rewrite(edit: (config: Record<string, unknown>) => void): void;
 }
 
-async function start(echoPort: number, extra: Record<string, unknown> = {}): Promise<Running> {
+async function start(echoPort: number, extra: Record<string, unknown> = {}, log: OperationalLog = silentLog): Promise<Running> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-reload-listeners-'));
   cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'sluice.yaml');
@@ -45,7 +46,7 @@ async function start(echoPort: number, extra: Record<string, unknown> = {}): Pro
   }));
   const loaded = await loadConfig(file, dir);
   if (!loaded.ok) throw new Error(`config: ${JSON.stringify(loaded.issues)}`);
-  const app = await startApp(loaded.config, { env: {}, cwd: dir, uid: OWN_UID, log: silentLog });
+  const app = await startApp(loaded.config, { env: {}, cwd: dir, uid: OWN_UID, log });
   cleanups.push(() => app.close());
   return {
     app,
@@ -102,6 +103,15 @@ function refusesConnections(port: number): Promise<boolean> {
 
 type Listener = { name: string; listen: string; identify?: string };
 
+type LogLine = { level: 'info' | 'warn' | 'error'; obj: object; msg: string };
+
+/** An operational log that keeps its lines. */
+function captureLog(): { lines: LogLine[]; log: OperationalLog } {
+  const lines: LogLine[] = [];
+  const at = (level: LogLine['level']) => (obj: object, msg: string): void => void lines.push({ level, obj, msg });
+  return { lines, log: { info: at('info'), warn: at('warn'), error: at('error') } };
+}
+
 describe('reload applies the listeners section', () => {
   it('adds, changes and removes listeners while a tunnel on the unchanged one keeps echoing', async () => {
     const echo = await echoServer();
@@ -155,7 +165,8 @@ describe('reload applies the listeners section', () => {
     });
     const refused = await s.app.control.reload();
     expect(refused.ok).toBe(false);
-    if (!refused.ok) expect(refused.issues[0]?.path).toBe('listeners[1].listen');
+    // In the words `sluice start` uses for the same address (UX review 2026-12-04 finding 12; issue 25).
+    if (!refused.ok) expect(refused.issues[0]).toEqual({ path: 'listeners[1].listen', message: `127.0.0.1:${taken} is in use (is another sluice running?)` });
     expect(s.app.listeners.map((l) => l.name)).toEqual(['shared']);
     expect(await status(shared, `127.0.0.1:${echo.port}`)).toBe(200);
     expect(await status(shared, `127.0.0.1:${other.port}`)).toBe(403);
@@ -169,6 +180,62 @@ describe('reload applies the listeners section', () => {
       c['log'] = { level: 'debug' };
     });
     expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['state', 'log'], needsRestart: ['state'] } });
+  });
+
+  it('compares against the config in force: a restart-only change reverted before any restart reports nothing (UX review 2026-12-04 finding 11)', async () => {
+    const echo = await echoServer();
+    const log = captureLog();
+    const s = await start(echo.port, {}, log.log);
+    const first = String(parse(fs.readFileSync(s.file, 'utf8')).state);
+    s.rewrite((c) => {
+      c['state'] = path.join(path.dirname(s.file), 'state-elsewhere');
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['state'], needsRestart: ['state'] } });
+    // Still not in force: said again.
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: ['state'], needsRestart: ['state'] } });
+    s.rewrite((c) => {
+      c['state'] = first;
+    });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { changed: [], needsRestart: [] } });
+    expect(log.lines.filter((l) => l.level === 'warn').map((l) => l.msg)).toEqual([
+      'config reloaded, but a change to state takes effect only after a restart',
+      'config reloaded, but a change to state takes effect only after a restart',
+    ]);
+    expect(log.lines.at(-1)).toMatchObject({ level: 'info', msg: 'config reloaded: nothing changed' });
+  });
+
+  it('names several sections that wait for a restart in one sentence', async () => {
+    const echo = await echoServer();
+    const log = captureLog();
+    const s = await start(echo.port, {}, log.log);
+    s.rewrite((c) => {
+      c['state'] = path.join(path.dirname(s.file), 'state-elsewhere');
+      c['ledger'] = { maxStaleMs: 2000 };
+      c['admin'] = { drainTimeoutMs: 1234 };
+    });
+    const reloaded = await s.app.control.reload();
+    expect(reloaded.ok).toBe(true);
+    const waiting = reloaded.ok ? reloaded.value.needsRestart : [];
+    expect([...waiting].sort()).toEqual(['admin', 'ledger', 'state']);
+    expect(log.lines.filter((l) => l.level === 'warn').map((l) => l.msg)).toEqual([`config reloaded, but changes to ${waiting[0]}, ${waiting[1]} and ${waiting[2]} take effect only after a restart`]);
+  });
+
+  it('a refused reload is logged once, at error, saying once that the running config is kept', async () => {
+    const echo = await echoServer();
+    const log = captureLog();
+    const s = await start(echo.port, {}, log.log);
+    const squatter = net.createServer();
+    await new Promise<void>((resolve) => squatter.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => squatter.close(() => resolve())));
+    const taken = (squatter.address() as net.AddressInfo).port;
+    s.rewrite((c) => (c['listeners'] as Listener[]).push({ name: 'extra', listen: `127.0.0.1:${taken}`, identify: 'token' }));
+    const refused = await s.app.control.reload();
+    expect(refused).toMatchObject({ ok: false, reason: 'config_invalid' });
+    const issue = refused.ok ? undefined : refused.issues[0];
+    expect(issue?.message).not.toMatch(/running config/);
+    const errors = log.lines.filter((l) => l.level === 'error');
+    expect(errors.map((l) => l.msg)).toEqual([`reload refused, keeping the running config: listeners[1].listen: ${issue?.message ?? ''}`]);
+    expect(errors[0]?.obj).toEqual({ issues: [issue] });
   });
 
   it('applies limits and timeouts to new connections: a lower maxConnections refuses the next one, live ones keep going', async () => {
@@ -297,6 +364,24 @@ describe('reload and the metrics listener', () => {
     const scraped = await fetch(`http://127.0.0.1:${moved}/metrics`);
     expect([scraped.status, (await scraped.text()).includes('sluice_connections_total')]).toEqual([200, true]);
     await waitUntil(() => refusesConnections(first), { timeoutMs: 3000, label: 'the old metrics address closed' });
+  });
+
+  it('refuses a move to a port in use, in the words start uses, and keeps serving on the old one', async () => {
+    const echo = await echoServer();
+    const first = await unusedPort();
+    const s = await start(echo.port, { admin: { metrics: `127.0.0.1:${first}` } });
+    const squatter = net.createServer();
+    await new Promise<void>((resolve) => squatter.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => squatter.close(() => resolve())));
+    const taken = (squatter.address() as net.AddressInfo).port;
+    s.rewrite((c) => {
+      c['admin'] = { metrics: `127.0.0.1:${taken}` };
+    });
+    const refused = await s.app.control.reload();
+    expect(refused).toMatchObject({ ok: false, reason: 'config_invalid' });
+    if (!refused.ok) expect(refused.issues).toEqual([{ path: 'admin.metrics', message: `127.0.0.1:${taken} is in use (is another sluice running?)` }]);
+    expect(s.app.metricsAddress).toBe(`127.0.0.1:${first}`);
+    expect((await fetch(`http://127.0.0.1:${first}/healthz`)).status).toBe(200);
   });
 
   it('switching metrics on at run time is reported as needing a restart (nothing was counted)', async () => {

@@ -1,5 +1,6 @@
 // Owns bounded waiting primitives: wait for an event, poll a condition, or cap any promise with a timeout.
 import type { EventEmitter } from 'node:events';
+import type { Socket } from 'node:net';
 
 /** Resolves with the first argument of the next `event`; rejects on timeout or on an 'error' event. */
 export function waitFor<T = unknown>(emitter: EventEmitter, event: string, timeoutMs = 5000): Promise<T> {
@@ -51,4 +52,21 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, label: string): 
     timer = setTimeout(() => reject(new Error(`withTimeout: '${label}' did not settle within ${ms} ms`)), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Resolves once `socket` has closed, with the code of the error it ended with ('ECONNRESET' when the peer
+ * reset it) or null when it closed without one; rejects after `timeoutMs`. Unlike waitFor(socket,
+ * 'close'), an error before the close is the answer, not a failure. Call it before the close can come.
+ */
+export function waitForClose(socket: Socket, timeoutMs = 5000): Promise<string | null> {
+  let error: string | null = null;
+  const onError = (err: NodeJS.ErrnoException): void => void (error ??= err.code ?? err.message);
+  socket.on('error', onError);
+  if (socket.closed) return Promise.resolve(error);
+  return withTimeout(
+    new Promise<string | null>((resolve) => socket.once('close', () => resolve(error))),
+    timeoutMs,
+    'socket closed',
+  ).finally(() => socket.off('error', onError));
 }

@@ -133,6 +133,23 @@ describe('POST /v1/grants validation', () => {
     expect(answer.text).not.toContain('chosen');
   });
 
+  // UX review 2026-12-04 finding 10 (issue 25): a grant that would be expired when issued is refused, as a config grant is.
+  it.each([
+    ['long past', '2020-01-01T00:00:00Z'],
+    ['a second ago, with an offset', new Date(Math.floor(Date.now() / 1000) * 1000 - 1000).toISOString().replace('Z', '+00:00')],
+  ])('refuses a limits.expiresAt %s at limits.expiresAt, and issues nothing', async (_when, expiresAt) => {
+    const before = control.specs.length;
+    const answer = await post('/v1/grants', { destinations: ['https://ok.example'], limits: { maxConcurrent: 2, expiresAt } });
+    expect(answer).toMatchObject({ status: 400, json: { error: 'grant_invalid', issues: [{ path: 'limits.expiresAt', message: `${expiresAt} has passed: the grant would be expired when issued; set a later expiresAt` }] } });
+    expect((answer.json as { issues: unknown[] }).issues).toHaveLength(1);
+    expect(control.specs.length).toBe(before);
+  });
+
+  it('issues a grant whose expiresAt is still ahead', async () => {
+    const expiresAt = new Date(Date.now() + 3_600_000).toISOString();
+    expect(await post('/v1/grants', { destinations: ['https://ok.example'], limits: { expiresAt } })).toMatchObject({ status: 201, json: { grant: { expiresAt } } });
+  });
+
   it('names unknown keys, and passes a ProxyControl failure through with its status', async () => {
     expect(await post('/v1/grants', { destinatons: [] })).toMatchObject({ status: 400, json: { issues: [{ path: '(root)', message: expect.stringContaining('destinatons') }] } });
     expect(await post('/v1/grants', { listen: 'unix:/taken.sock' })).toMatchObject({ status: 409, json: { error: 'listen_in_use', issues: [{ path: 'listen' }] } });

@@ -5,7 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminTokenSha256, startAdminServer, type AdminServer } from '../../../src/admin/index.js';
-import { parseGrantIssueOptions, runGrantCommand, type GrantCommandArgs } from '../../../src/cli/grant.js';
+import { formatGrantTable, parseGrantIssueOptions, runGrantCommand, type GrantCommandArgs } from '../../../src/cli/grant.js';
+import type { GrantView } from '../../../src/core/index.js';
 import { isUnixSocketAlive } from '../../../src/egress/index.js';
 import { FakeControl, captureLog } from './fake-control.js';
 
@@ -49,7 +50,7 @@ describe('sluice grant over the admin socket', () => {
     const list = await sluiceGrant({ action: 'list' });
     expect(list.code).toBe(0);
     expect(list.stdout.split('\n')[0]).toMatch(/^ID +SOURCE +GENERATION +DESTINATIONS +EXPIRES +REVOKED$/);
-    expect(list.stdout).toMatch(new RegExp(`^${id} +runtime +run-7 +2 +- +-$`, 'm'));
+    expect(list.stdout).toMatch(new RegExp(`^${id} +runtime +run-7 +https://api\\.github\\.com,https://\\*\\.githubusercontent\\.com +- +-$`, 'm'));
     const show = await sluiceGrant({ action: 'show', id });
     expect(show.stdout).toMatch(/^destinations +\["https:\/\/api\.github\.com"/m);
     for (const out of [list, show]) expect(out.stdout + out.stderr).not.toContain(token);
@@ -71,9 +72,9 @@ describe('sluice grant over the admin socket', () => {
     expect(gen).toEqual({ code: 0, stdout: `revoked 1 grant(s) of generation cli-gen: ${two.id} (1 connection(s) ended)\n`, stderr: '' });
   });
 
-  it('prints the error code and each issue to stderr and exits 1 when the admin API refuses', async () => {
+  it('prints the error code and each issue to stderr; exits 2 on a 400 answer (bad input), 1 on any other refusal', async () => {
     const refused = await sluiceGrant({ action: 'issue', spec: { destinations: [7], limits: { maxConcurrent: 0 } } });
-    expect(refused.code).toBe(1);
+    expect(refused.code).toBe(2);
     expect(refused.stdout).toBe('');
     expect(refused.stderr).toContain('400 grant_invalid');
     expect(refused.stderr).toContain('  destinations[0]:');
@@ -81,9 +82,22 @@ describe('sluice grant over the admin socket', () => {
     expect(await sluiceGrant({ action: 'show', id: 'missing' })).toMatchObject({ code: 1, stderr: expect.stringContaining('404 grant_not_found') });
   });
 
+  // UX review 2026-12-04 finding 10 (issue 25): `grant issue --expires-at` in the past is bad input, named by key.
+  it('issue --expires-at in the past: exit 2 with 400 grant_invalid at limits.expiresAt, nothing issued', async () => {
+    const before = control.specs.length;
+    const past = await sluiceGrant({ action: 'issue', spec: parseGrantIssueOptions({ destination: ['https://a.example'], expiresAt: '2020-01-01T00:00:00Z' }) });
+    expect(past).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'sluice grant issue: 400 grant_invalid\n  limits.expiresAt: 2020-01-01T00:00:00Z has passed: the grant would be expired when issued; set a later expiresAt\n',
+    });
+    expect(control.specs.length).toBe(before);
+  });
+
+  // UX review 2026-12-04 finding 11 (issue 25): the message says what was wrong, neither or both.
   it('exits 2 on a usage error without calling the admin API', async () => {
-    expect(await sluiceGrant({ action: 'revoke' })).toMatchObject({ code: 2, stderr: expect.stringContaining('give either a grant id or --generation') });
-    expect(await sluiceGrant({ action: 'revoke', id: 'a', generation: 'b' })).toMatchObject({ code: 2 });
+    expect(await sluiceGrant({ action: 'revoke' })).toEqual({ code: 2, stdout: '', stderr: 'sluice grant revoke: give the grant id to revoke, or --generation LABEL to revoke every grant of a generation\n' });
+    expect(await sluiceGrant({ action: 'revoke', id: 'a', generation: 'b' })).toEqual({ code: 2, stdout: '', stderr: 'sluice grant revoke: give either a grant id or --generation, not both\n' });
     expect(await sluiceGrant({ action: 'show' })).toMatchObject({ code: 2 });
   });
 
@@ -100,6 +114,41 @@ describe('sluice grant over TCP', () => {
     const url = `http://${tcp.address}`;
     expect(await sluiceGrant({ action: 'list', admin: url, adminToken: ADMIN_TOKEN })).toMatchObject({ code: 0 });
     expect(await sluiceGrant({ action: 'list', admin: url })).toMatchObject({ code: 1, stderr: expect.stringContaining('401 admin_token_invalid') });
+  });
+});
+
+// UX review 2026-12-04 finding 11 (issue 25): DESTINATIONS shows the rules, not their count; a row stays one line.
+describe('formatGrantTable: the DESTINATIONS column', () => {
+  const view = (id: string, destinations: string[], unrestricted = false): GrantView => ({
+    id,
+    source: 'runtime',
+    generation: null,
+    destinations,
+    unrestricted,
+    allowAddressClasses: [],
+    allowAddresses: [],
+    requireAttestedAddress: false,
+    limits: {},
+    issuedAt: '2026-12-04T00:00:00.000Z',
+    expiresAt: null,
+    revokedAt: null,
+    listen: null,
+    usage: { activeConnections: 0, connections: 0, bytes: 0 },
+  });
+  const rules = ['https://a.test', 'https://*.b.test', 'http://c.test:8080', 'tcp://d.test:22', 'wss://e.test'];
+
+  it.each([
+    ['one rule', rules.slice(0, 1), false, 'https://a.test'],
+    ['three rules, all of them', rules.slice(0, 3), false, 'https://a.test,https://*.b.test,http://c.test:8080'],
+    ['five rules: the first three and +2 more', rules, false, 'https://a.test,https://*.b.test,http://c.test:8080 +2 more'],
+    ['four rules: the first three and +1 more', rules.slice(0, 4), false, 'https://a.test,https://*.b.test,http://c.test:8080 +1 more'],
+    ['no rule', [], false, '-'],
+    ['an unrestricted grant', rules.slice(0, 1), true, 'any'],
+  ])('%s', (_name, destinations, unrestricted, cell) => {
+    const [header, row, ...rest] = formatGrantTable([view('g-1', destinations, unrestricted)]).split('\n');
+    expect(rest).toEqual(['']);
+    const column = header?.indexOf('DESTINATIONS') ?? -1;
+    expect(row?.slice(column).split('  ')[0]).toBe(cell);
   });
 });
 

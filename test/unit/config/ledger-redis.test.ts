@@ -109,8 +109,14 @@ describe('resolveRedisTarget: the environment and the CA file, named by key', ()
     }
   });
 
-  it('labels a URL without its password', () => {
-    const r = resolveRedisTarget(section({ url: 'redis://sluice:s3cret@10.0.0.5:6379/0' }), {});
-    expect(r.ok && redisTargetLabel(r.value)).toBe('redis://sluice:***@10.0.0.5:6379/0');
+  it('labels a URL as redis://host:port/db: no user name, no password, no query (UX review 2026-12-04 finding 8)', () => {
+    const label = (url: string): string | false => {
+      const r = resolveRedisTarget(section({ url }), {});
+      return r.ok && redisTargetLabel(r.value);
+    };
+    expect(label('redis://sluice:s3cret@10.0.0.5:6379/0')).toBe('redis://10.0.0.5:6379/0');
+    expect(label('redis://:s3cret@redis.corp.test')).toBe('redis://redis.corp.test:6379/0');
+    expect(label('rediss://sluice:s3cret@[fd00::5]:6380/3?password=s3cret')).toBe('rediss://[fd00::5]:6380/3');
+    expect(label('redis://10.0.0.5:6379?db=2&password=s3cret')).toBe('redis://10.0.0.5:6379/2');
   });
 });

@@ -95,7 +95,7 @@ describe('explain', () => {
     expect(formatExplanation(await explain(rt, 'cfg', 'https://api.test'))).toMatch(/^grant:\s+cfg\nsource:\s+the config\n/);
   });
 
-  describe('UX review of 2026-12-04, finding 3: a denial says how to fix it', () => {
+  describe('UX review 2026-12-04 finding 3: a denial says how to fix it', () => {
     it('an address class denial: the fix names the class, as flag and as grant key, after the decision line', async () => {
       const e = await explain(rt, 'g-5', 'https://lan.test', fromInstance({ destinations: ['https://lan.test'] }));
       expect(e).toMatchObject({ reason: 'address_class_denied', rules: null, closest: null });

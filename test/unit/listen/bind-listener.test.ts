@@ -72,7 +72,7 @@ describe('bindListener: TCP', () => {
     await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
     const port = (holder.address() as net.AddressInfo).port;
     const s = server();
-    await expect(bindListener(s, section(`127.0.0.1:${port}`), isUnixSocketAlive)).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    await expect(bindListener(s, section(`127.0.0.1:${port}`), isUnixSocketAlive)).rejects.toMatchObject({ code: 'EADDRINUSE', listen: `127.0.0.1:${port}`, message: `127.0.0.1:${port} is in use (is another sluice running?)` });
     expect(s.listening).toBe(false);
     expect(s.listenerCount('error')).toBe(0);
     expect(await greeting({ host: '127.0.0.1', port })).toBe('holder');
@@ -124,7 +124,7 @@ describe('bindListener: Unix socket', () => {
     servers.push(holder);
     await new Promise<void>((resolve) => holder.listen(file, resolve));
     const s = server();
-    await expect(bindListener(s, section(`unix:${file}`), isUnixSocketAlive)).rejects.toThrow(/path exists/);
+    await expect(bindListener(s, section(`unix:${file}`), isUnixSocketAlive)).rejects.toThrow(/is in use \(is another sluice running\?\)$/);
     expect(s.listening).toBe(false);
     expect(await greeting({ path: file })).toBe('holder');
   });

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isUnixSocketAlive } from '../../../src/egress/index.js';
 import { bindSocket, bindTcp } from '../../../src/listen/bind-socket.js';
+import { ListenError } from '../../../src/listen/listen-error.js';
 import { removeSocketFile } from '../../../src/listen/socket-file.js';
 
 let dir: string;
@@ -45,12 +46,14 @@ describe('bindTcp', () => {
     expect(await bindTcp(s, '::1', 0)).toBe(`[::1]:${(s.address() as net.AddressInfo).port}`);
   });
 
-  it('rejects a held port with EADDRINUSE, not listening and with no error listener left', async () => {
+  it('rejects a held port with EADDRINUSE, named for the operator, not listening and with no error listener left', async () => {
     const holder = track(net.createServer());
     await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
     const port = (holder.address() as net.AddressInfo).port;
     const s = track(net.createServer());
-    await expect(bindTcp(s, '127.0.0.1', port)).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    const refused = bindTcp(s, '127.0.0.1', port);
+    await expect(refused).rejects.toBeInstanceOf(ListenError);
+    await expect(refused).rejects.toMatchObject({ code: 'EADDRINUSE', listen: `127.0.0.1:${port}`, message: `127.0.0.1:${port} is in use (is another sluice running?)` });
     expect(s.listening).toBe(false);
     expect(s.listenerCount('error')).toBe(0);
   });

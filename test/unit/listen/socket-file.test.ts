@@ -90,7 +90,7 @@ describe('bindUnixSocket', () => {
     const other = server();
     await new Promise<void>((resolve) => other.listen(file, resolve));
     const s = server();
-    await expect(bindUnixSocket(s, file, null, isUnixSocketAlive)).rejects.toThrow(/path exists/);
+    await expect(bindUnixSocket(s, file, null, isUnixSocketAlive)).rejects.toThrow(/is in use \(is another sluice running\?\)$/);
     expect(s.listening).toBe(false);
     expect(await isUnixSocketAlive(file)).toBe(true);
     expect(leftovers()).toEqual([]);
@@ -144,7 +144,8 @@ describe('bindUnixSocket: what it refuses, and why', () => {
     const error = await refusal(bindUnixSocket(s, file, null, isUnixSocketAlive));
     expect(error.refusal).toBe('in-use');
     expect(error.file).toBe(file);
-    expect(error.message).toBe(`unix:${file}: the path exists and something answers on it, or it is not a socket`);
+    expect(error.message).toBe(`unix:${file} is in use (is another sluice running?)`);
+    expect(error.listen).toBe(`unix:${file}`);
     expect(s.listening).toBe(false);
     expect(leftovers()).toEqual([]);
   });

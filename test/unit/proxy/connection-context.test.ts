@@ -1,9 +1,9 @@
 // Per-connection state. What it must hold against a hostile or merely slow client: the reason a
 // connection was ended from outside (revocation, expiry, limits) is recorded once and never overwritten
-// by a later one; a grant's maxDurationMs cannot be re-armed to last longer; a client that never sends a
-// request head is ended by the first-request deadline, and a cleared deadline never fires; auth failures
-// are counted against the peer address (or the listener, for a Unix socket). Real sockets on 127.0.0.1
-// and in a temp dir.
+// by a later one, and its client is reset, not sent a FIN; a grant's maxDurationMs cannot be re-armed to
+// last longer; a client that never sends a request head is ended by the first-request deadline, and a
+// cleared deadline never fires; auth failures are counted against the peer address (or the listener, for
+// a Unix socket). Real sockets on 127.0.0.1 and in a temp dir.
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { CloseReason } from '../../../src/core/index.js';
 import { Deadlines } from '../../../src/egress/index.js';
 import { ConnectionContext } from '../../../src/proxy/connection-context.js';
-import { waitFor, waitUntil, withTimeout } from '../../support/wait.js';
+import { waitFor, waitForClose, waitUntil, withTimeout } from '../../support/wait.js';
 
 const TIMEOUT_MS = 5_000;
 const servers: net.Server[] = [];
@@ -104,6 +104,30 @@ describe('ConnectionContext.end: ending a connection from outside', () => {
     expect(tunnelEnds).toEqual(['revoked']);
     expect(ctx.endedBy).toBe('revoked');
     await peerGone;
+  });
+
+  it('resets the client’s TCP connection when the grant withdrew it: the client sees ECONNRESET, not a FIN', async () => {
+    const { accepted, peer } = await tcpPair();
+    const ctx = context(accepted);
+    const ended = waitForClose(peer);
+    ctx.end('revoked');
+    expect(await ended).toBe('ECONNRESET');
+  });
+
+  it('closes a Unix-socket client, which has no reset, without throwing', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-ctx-'));
+    dirs.push(dir);
+    const server = net.createServer();
+    servers.push(server);
+    const file = path.join(dir, 'e.sock');
+    await new Promise<void>((resolve) => server.listen(file, resolve));
+    const accepted = waitFor<net.Socket>(server, 'connection');
+    const peer = track(net.connect({ path: file }));
+    const ctx = context(track(await accepted), 'grant-a');
+    const ended = waitForClose(peer);
+    expect(() => ctx.end('revoked')).not.toThrow();
+    expect(await ended).toBeNull();
+    expect(ctx.endedBy).toBe('revoked');
   });
 
   it('records only the first reason: a later end cannot rewrite why the connection was ended', () => {

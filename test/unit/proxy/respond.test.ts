@@ -87,7 +87,7 @@ describe('denialBody: one line naming the code, its message, the destination, th
     expect(denialBody(ctx('destination_not_granted', '[2001:db8::1]:443'))).toContain('rule for https://[2001:db8::1]:443 ');
   });
 
-  it('UX review of 2026-12-04, finding 3: an address class denial names the refused classes and the fix, never an address', () => {
+  it('UX review 2026-12-04 finding 3: an address class denial names the refused classes and the fix, never an address', () => {
     const addresses = [
       { address: '127.0.0.1', class: 'loopback', allowed: false },
       { address: '93.184.215.14', class: 'public', allowed: true },

@@ -1,0 +1,52 @@
+// How Sluice closes a socket of a connection it ends, by close reason. When the grant no longer allows
+// the connection (revoked, expired, narrowed by a reload or a rotation, past its byte or duration
+// budget), the close is an abort (RFC 9293 §3.10.5: a RST; Linux discards the unsent send queue when
+// SO_LINGER is 0): bytes relayed into the kernel's send buffer but not yet delivered to the client are
+// dropped, not delivered for seconds after the authority ended (UX review 2026-12-04 finding 5); what the
+// client's own kernel already received it can still read, then it sees the reset. The client never gets
+// a FIN that a stream without its own framing would take for a complete transfer. Every other end
+// (completed, a peer's close or reset, idle timeout, shutdown drain) keeps the ordinary close: the grant
+// still allowed what was relayed, so it is delivered.
+import type net from 'node:net';
+import type { CloseReason } from '../core/index.js';
+
+const WITHDRAWN: ReadonlySet<CloseReason> = new Set<CloseReason>(['revoked', 'expired', 'grant_changed', 'byte_limit', 'duration_limit']);
+
+/** Whether `reason` ends a connection because its grant no longer allows it (the socket is reset). */
+export function withdrawsAuthority(reason: CloseReason): boolean {
+  return WITHDRAWN.has(reason);
+}
+
+/**
+ * Resets a TCP socket now. A socket without a TCP handle (a Unix socket, a TLS socket) has no reset:
+ * Node throws ERR_INVALID_HANDLE_TYPE before touching it, and it is destroyed instead; its peer can still
+ * read what its own receive buffer holds.
+ */
+export function resetSocket(socket: net.Socket): void {
+  if (socket.destroyed) return;
+  // Not connected (no handle: resetAndDestroy would emit ERR_SOCKET_CLOSED), still connecting, or shutting down.
+  if (socket.pending || mayBeShuttingDown(socket)) return void socket.destroy();
+  try {
+    socket.resetAndDestroy();
+  } catch {
+    socket.destroy();
+  }
+}
+
+/**
+ * A FIN was asked for (end()) and every write is flushed, but 'finish' has not come: libuv's shutdown
+ * request may be in flight, and libuv refuses SO_LINGER 0 then (uv_tcp_close_reset: EINVAL), after which
+ * Node emits 'error' and never closes the handle (no 'close', a leaked descriptor). Such a socket is
+ * destroyed: the kernel still delivers what it holds. Only a socket Sluice had already ended (a FIN passed
+ * on, or node:http closing a connection after its last response) is in this state, for the one loop turn
+ * the shutdown takes.
+ */
+function mayBeShuttingDown(socket: net.Socket): boolean {
+  return socket.writableEnded && !socket.writableFinished && socket.writableLength === 0;
+}
+
+/** Closes a socket of a connection Sluice ends for `reason`: reset when the grant withdrew it, else destroyed. */
+export function endSocket(socket: net.Socket, reason: CloseReason): void {
+  if (WITHDRAWN.has(reason)) resetSocket(socket);
+  else socket.destroy();
+}
