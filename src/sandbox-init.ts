@@ -83,14 +83,27 @@ function relay(client: net.Socket, grantSocket: string): void {
     upstream.pipe(client);
     client.resume();
   });
-  const end = (): void => {
+  // Sluice's side failed: the command sees a reset, not a FIN it could take for a complete stream.
+  upstream.once('error', () => {
+    reset(client);
+    upstream.destroy();
+  });
+  client.once('error', () => {
     client.destroy();
     upstream.destroy();
-  };
-  upstream.once('error', end);
-  client.once('error', end);
-  upstream.once('close', end);
+  });
+  // Both directions ended: what the pipe still holds for a command that reads late is written first
+  // (destroy() here dropped it).
+  upstream.once('close', () => client.destroySoon());
   client.once('close', () => upstream.destroySoon());
+}
+
+function reset(socket: net.Socket): void {
+  try {
+    socket.resetAndDestroy();
+  } catch {
+    socket.destroy();
+  }
 }
 
 function main(argv: readonly string[]): void {

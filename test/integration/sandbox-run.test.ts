@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,10 +37,34 @@ function sluiceRun(args: string[], env: Record<string, string> = {}): Promise<{ 
   });
 }
 
+/** A TCP origin that reads until the client's FIN, then sends `size` bytes and ends. */
+async function startAfterFinSender(size: number): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer({ allowHalfOpen: true }, (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    socket.on('error', () => socket.destroy());
+    socket.resume();
+    socket.once('end', () => socket.end(Buffer.alloc(size, 0x61)));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+const BULK_BYTES = 8 * 1024 * 1024;
+
 describe.skipIf(refused !== null)('sluice run: a bubblewrap sandbox whose only way out is Sluice', () => {
   let pki: TestPki;
   let https: Origin;
   let http: Origin;
+  let bulk: { port: number; close(): Promise<void> };
   let sluice: TestSluice;
   let dir: string;
   let sock: string;
@@ -48,20 +73,22 @@ describe.skipIf(refused !== null)('sluice run: a bubblewrap sandbox whose only w
     pki = createTestPki(['allowed.test', 'denied.test']);
     https = await startHttpsOrigin(pki);
     http = await startHttpOrigin();
+    bulk = await startAfterFinSender(BULK_BYTES);
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-run-'));
     sock = path.join(dir, 'sandbox.sock');
     sluice = await startSluice(
       {
         listeners: [{ name: 'sandbox', listen: `unix:${sock}`, grant: 'sb' }],
-        grants: [{ id: 'sb', destinations: [`https://allowed.test:${https.port}`], allowAddressClasses: ['loopback'] }],
+        grants: [{ id: 'sb', destinations: [`https://allowed.test:${https.port}`, `tcp://bulk.test:${bulk.port}`], allowAddressClasses: ['loopback'] }],
       },
-      { lookup: tableLookup({ 'allowed.test': ['127.0.0.1'], 'denied.test': ['127.0.0.1'] }) },
+      { lookup: tableLookup({ 'allowed.test': ['127.0.0.1'], 'denied.test': ['127.0.0.1'], 'bulk.test': ['127.0.0.1'] }) },
     );
   });
   afterAll(async () => {
     await sluice?.close();
     await https?.close();
     await http?.close();
+    await bulk?.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -79,6 +106,36 @@ describe.skipIf(refused !== null)('sluice run: a bubblewrap sandbox whose only w
     expect(r.stdout).toBe('403');
     expect(r.code).toBe(56);
     expect(https.connections).toBe(before);
+  });
+
+  // The in-sandbox bridge carries a half-close both ways and delivers a whole stream to a command that
+  // reads late: nothing it still holds for the command is dropped when Sluice's side closes.
+  it('delivers a whole stream to a program that half-closes first and reads late', async () => {
+    const script = [
+      'import os, socket, time',
+      'host, port = os.environ["HTTP_PROXY"].rsplit("/", 1)[-1].rsplit(":", 1)',
+      's = socket.create_connection((host, int(port)))',
+      `s.sendall(b"CONNECT bulk.test:${bulk.port} HTTP/1.1\\r\\nHost: bulk.test:${bulk.port}\\r\\n\\r\\n")`,
+      'head = b""',
+      'while not head.endswith(b"\\r\\n\\r\\n"):',
+      '    c = s.recv(1)',
+      '    if not c: break',
+      '    head += c',
+      'print(head.split(b"\\r\\n")[0].decode())',
+      's.shutdown(socket.SHUT_WR)',
+      // The slow reader itself: every hop's buffers fill while it waits.
+      'time.sleep(1.5)',
+      'n = 0',
+      'while True:',
+      '    c = s.recv(65536)',
+      '    if not c: break',
+      '    n += len(c)',
+      'print(n)',
+    ].join('\n');
+    const r = await sluiceRun(['--grant-socket', sock, '--', 'python3', '-c', script]);
+    expect(r.stderr).toBe('');
+    expect(r.stdout.trim().split('\n')).toEqual(['HTTP/1.1 200 Connection Established', String(BULK_BYTES)]);
+    expect(r.code).toBe(0);
   });
 
   it('fails a direct connection that ignores the proxy: the namespace has no route out', async () => {
