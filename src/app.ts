@@ -5,7 +5,7 @@ import path from 'node:path';
 import { ProxyError, type ControlResult, type LookupAll, type LookupAnswer, type ProxyControl, type ReloadOutcome } from './core/index.js';
 import { configDraft, dedupeIssues, proxyRouteEntries, loadConfig, unwritableReason, type Config, type ConfigDraft, type ConfigIssue, type ConfigResult, type ListenerSection, type LoadOptions } from './config/index.js';
 import { canonicalizeHost } from './authority/index.js';
-import { describeStoreError, FleetSync, Ledger, LedgerStore, RedisLedgerStore, resolveRedisTarget, UsageFile, type GrantRecord } from './ledger/index.js';
+import { describeStoreError, FleetSync, Ledger, LedgerStore, openRedisLedgerStore, resolveRedisTarget, UsageFile, type GrantRecord, type RedisLedgerStore } from './ledger/index.js';
 import { HostAddresses, Resolver, SelfAddresses, createServersLookup, createSystemLookup, type ReadInterfaces } from './resolve/index.js';
 import { buildRoutes, type BuiltRoutes, type PacSource, type RouteSelector } from './route/index.js';
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive, LearnedMechanisms, systemGss, upstreamFailureLogger, type Gss } from './egress/index.js';
@@ -311,7 +311,7 @@ async function openSharedStore(config: Config, env: AppOptions['env']): Promise<
   if (config.ledger.store !== 'redis' || redis === undefined) return null;
   const target = resolveRedisTarget(redis, env);
   if (!target.ok) throw new ProxyError('ERR_CONFIG_INVALID', target.issues.map((i) => `${i.path}: ${i.message}`).join('\n'));
-  return RedisLedgerStore.open({ target: target.value, keyPrefix: redis.keyPrefix, commandTimeoutMs: Math.min(1000, config.ledger.maxStaleMs) });
+  return openRedisLedgerStore({ target: target.value, keyPrefix: redis.keyPrefix, commandTimeoutMs: Math.min(1000, config.ledger.maxStaleMs) });
 }
 
 /** Changes other instances made reach the grants in force here: a revocation ends live connections at once. */

@@ -9,6 +9,7 @@ import type { GrantIssueFlags } from './cli/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import v8 from 'node:v8';
 
 const EXIT_CONFIG = 2;
 
@@ -67,7 +68,47 @@ async function loadCheckedOrExit(file: string): Promise<Config> {
   return checked.config;
 }
 
+/** The V8 flags `sluice start` runs with (ADR 0021): a 16 MB young generation, no incremental marking. */
+const YOUNG_GENERATION_FLAG = '--min-semi-space-size=16';
+const NO_INCREMENTAL_MARKING_FLAG = '--no-incremental-marking';
+/** `SLUICE_GC_FLAGS=off` starts with V8's own defaults. */
+const GC_FLAGS_OPT_OUT = 'SLUICE_GC_FLAGS';
+
+/** The node flags this process was started with that set `names`, in `--a-b` spelling (V8 also reads `--a_b`). */
+function gcFlagsGiven(names: readonly string[]): string[] {
+  return process.execArgv.map((a) => a.replace(/_/g, '-')).filter((a) => names.some((n) => a === n || a.startsWith(`${n}=`) || a === `--no-${n.slice(2)}`));
+}
+
+type Execve = (file: string, args: readonly string[], env: NodeJS.ProcessEnv) => never;
+
+/**
+ * Sets the GC flags of ADR 0021 unless the operator set them (or SLUICE_GC_FLAGS=off), and returns the GC
+ * flags in effect, for the started line. The young generation is sized when V8 creates the isolate, so
+ * that flag needs a new process image: process.execve (Node >= 22.15) keeps the pid, stdio and signals
+ * of whoever started us. Node 20 has no execve and gets only what can be set at run time.
+ */
+function applyGcFlags(): readonly string[] {
+  const all = ['--min-semi-space-size', '--max-semi-space-size', '--incremental-marking'];
+  if (process.env[GC_FLAGS_OPT_OUT] === 'off') return gcFlagsGiven(all);
+  const markingGiven = gcFlagsGiven(['--incremental-marking']).length > 0;
+  const execve = (process as unknown as { execve?: Execve }).execve;
+  if (gcFlagsGiven(['--min-semi-space-size', '--max-semi-space-size']).length === 0 && typeof execve === 'function') {
+    const flags = markingGiven ? [YOUNG_GENERATION_FLAG] : [YOUNG_GENERATION_FLAG, NO_INCREMENTAL_MARKING_FLAG];
+    try {
+      execve(process.execPath, [process.execPath, ...flags, ...process.execArgv, ...process.argv.slice(1)], process.env);
+    } catch {
+      // Refused (a seccomp filter, a deleted binary): start as we are, with V8's default young generation.
+    }
+  }
+  if (markingGiven) return gcFlagsGiven(all);
+  // V8 reads this flag when it decides whether to start a marking cycle, so it holds from here on.
+  v8.setFlagsFromString(NO_INCREMENTAL_MARKING_FLAG);
+  return [...gcFlagsGiven(all), NO_INCREMENTAL_MARKING_FLAG];
+}
+
 async function runStart(options: { config: string }): Promise<void> {
+  // Before anything allocates: the full-GC storm and the scavenge p99 of issue 26 are V8 scheduling.
+  const gcFlags = applyGcFlags();
   const config = await loadCheckedOrExit(options.config);
   const { startApp, startedLine } = await import('./app.js');
   const { ProxyError } = await import('./core/index.js');
@@ -97,7 +138,7 @@ async function runStart(options: { config: string }): Promise<void> {
   if (app.adminAddress !== null) log.info({ admin: app.adminAddress }, 'admin API listening');
   if (app.metricsAddress !== null) log.info({ metrics: app.metricsAddress }, 'metrics listening');
   const started = startedLine(app, options.config, sluiceVersion(), process.cwd());
-  log.info(started.fields, started.msg);
+  log.info({ ...started.fields, gcFlags }, started.msg);
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;

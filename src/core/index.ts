@@ -8,4 +8,5 @@ export * from './errors.js';
 export * from './types.js';
 export * from './ports.js';
 export * from './socket-buffers.js';
+export * from './reused-reads.js';
 export * from './periodic-sweep.js';

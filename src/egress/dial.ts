@@ -1,7 +1,7 @@
 // Opens the egress socket for a hop: dials the pinned addresses, in order, and nothing else. It takes
 // PinnedAddress values, never a host name, so re-resolution (DNS rebinding) cannot be expressed here.
 import net from 'node:net';
-import { deny, ok, SOCKET_HIGH_WATER_MARK, type PinnedAddress, type ReasonCode, type UpstreamProxy, type Verdict } from '../core/index.js';
+import { deny, ok, onReusedRead, reusedReadsOf, ReusedReads, SOCKET_HIGH_WATER_MARK, type PinnedAddress, type ReasonCode, type UpstreamProxy, type Verdict } from '../core/index.js';
 import { Deadlines, type Deadline } from './deadlines.js';
 
 /** @types/node leaves it out, but net.Socket passes its options on to stream.Duplex, which takes it. */
@@ -71,6 +71,8 @@ class PendingDial implements Deadline {
     socket.removeListener('connect', onDialConnect);
     if (error === null) return this.callback(null, socket);
     socket.destroy();
+    // Never connected, so never read into: its read buffer is free.
+    reusedReadsOf(socket)?.release();
     this.callback(error, null);
   }
 }
@@ -78,7 +80,13 @@ class PendingDial implements Deadline {
 function startDial(target: PinnedAddress, timeoutMs: number, signal: AbortSignal | undefined, allowHalfOpen: boolean, callback: (error: Error | null, socket: net.Socket | null) => void): void {
   // Tunnels are half-closable (allowHalfOpen), so a FIN from the origin does not end the client's direction.
   const options: SocketBufferOptions = { host: target.address, port: target.port, family: target.family, noDelay: true, allowHalfOpen, writableHighWaterMark: SOCKET_HIGH_WATER_MARK };
-  new PendingDial(net.connect(options), Deadlines.for(timeoutMs), timeoutMs, signal, callback);
+  if (!allowHalfOpen) return void new PendingDial(net.connect(options), Deadlines.for(timeoutMs), timeoutMs, signal, callback);
+  // A tunnel's dialed socket reads into reused buffers (ADR 0022): the relay (relay/tunnel.ts) attaches
+  // to them; the forward relay's connections (allowHalfOpen false) keep Node's own reads.
+  const reads = new ReusedReads();
+  const socket = net.connect({ ...options, onread: { buffer: reads.buffer, callback: onReusedRead as (bytes: number, buffer: Uint8Array) => boolean } });
+  reads.bind(socket);
+  new PendingDial(socket, Deadlines.for(timeoutMs), timeoutMs, signal, callback);
 }
 
 function connectOnce(target: PinnedAddress, timeoutMs: number, signal: AbortSignal | undefined, allowHalfOpen: boolean): Promise<net.Socket> {

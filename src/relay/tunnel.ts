@@ -3,8 +3,11 @@
 // inspected or altered. Settles once with an outcome; never rejects when a peer resets.
 // Hand-wired rather than stream.pipe(): five listeners a socket instead of about twelve, byte counts and
 // the idle mark taken in the same data handler, and no timer per socket (IdleSweep).
+// A dialed socket (egress/dial.ts) reads into reused buffers (core/reused-reads.ts, ADR 0022): its chunks
+// come to readReused(), and one lent from the socket's own buffer is marked held whenever it may outlive
+// the call, so the buffer is never read into again while the client's write queue still points at it.
 import type net from 'node:net';
-import type { CloseReason } from '../core/index.js';
+import { reusedReadsOf, type CloseReason, type ReadTarget, type ReusedReads } from '../core/index.js';
 import { endSocket, withdrawsAuthority } from './end-socket.js';
 import { IdleSweep, type IdleWatched } from './idle-sweep.js';
 
@@ -86,7 +89,7 @@ function onUpstreamClose(this: TunnelSocket): void {
   tunnel.closed(tunnel.client);
 }
 
-export class Tunnel implements IdleWatched {
+export class Tunnel implements IdleWatched, ReadTarget {
   active = true;
   idleSinceMs = 0;
   /** performance.now() of the first chunk from the origin side, or null until one comes. */
@@ -96,6 +99,8 @@ export class Tunnel implements IdleWatched {
   private bytesUp: number;
   private bytesDown = 0;
   private readonly sweep: IdleSweep;
+  /** The dialed socket's reused reads, or null when it reads the ordinary way ('data'). */
+  private readonly reads: ReusedReads | null;
   private settle: (outcome: RelayOutcome) => void = () => undefined;
   readonly done: Promise<RelayOutcome>;
 
@@ -107,6 +112,7 @@ export class Tunnel implements IdleWatched {
     private readonly budget: ByteBudget | null = null,
   ) {
     this.bytesUp = head.length;
+    this.reads = reusedReadsOf(upstream) ?? null;
     this.done = new Promise((resolve) => {
       this.settle = resolve;
     });
@@ -130,7 +136,8 @@ export class Tunnel implements IdleWatched {
     (client as TunnelSocket)[TUNNEL] = this;
     (upstream as TunnelSocket)[TUNNEL] = this;
     client.on('data', onClientData);
-    upstream.on('data', onUpstreamData);
+    const early = this.reads === null ? null : this.reads.attach(this);
+    if (this.reads === null) upstream.on('data', onUpstreamData);
     client.on('drain', onClientDrain);
     upstream.on('drain', onUpstreamDrain);
     client.on('end', onClientEnd);
@@ -145,7 +152,9 @@ export class Tunnel implements IdleWatched {
     }
     // A side paused before the tunnel (the ClientHello check) stays paused by a new 'data' listener.
     client.resume();
-    upstream.resume();
+    // Bytes the origin sent before the tunnel attached were copied and reading stopped after them; they
+    // go first, counted like any other, and reading starts again unless they met backpressure or the budget.
+    if (early === null || this.down(early)) upstream.resume();
   }
 
   up(chunk: Buffer): void {
@@ -155,12 +164,42 @@ export class Tunnel implements IdleWatched {
     if (!this.upstream.write(chunk)) this.client.pause();
   }
 
-  down(chunk: Buffer): void {
+  /** False when the origin side was paused (backpressure, or a budget it waits for or ended on). */
+  down(chunk: Buffer): boolean {
     this.active = true;
     this.firstDownAt ??= performance.now();
     this.bytesDown += chunk.length;
-    if (this.budget !== null && !this.budget.take(chunk.length)) return this.overBudget(chunk, this.upstream, this.client);
-    if (!this.client.write(chunk)) this.upstream.pause();
+    if (this.budget !== null && !this.budget.take(chunk.length)) {
+      this.overBudget(chunk, this.upstream, this.client);
+      return false;
+    }
+    if (this.client.write(chunk)) return true;
+    this.upstream.pause();
+    return false;
+  }
+
+  /**
+   * A chunk read into reused memory. A lent chunk (a view of the socket's own buffer) must not outlive
+   * this call unmarked: queued behind an unfinished write it is copied; written first but not wholly
+   * taken by the kernel (writableLength stays above 0) it marks the buffer held; a budget that makes
+   * it wait gets a copy. Budgets themselves are given the byte count, never the chunk.
+   */
+  readReused(chunk: Buffer, reads: ReusedReads, lent: boolean): boolean {
+    const client = this.client;
+    if (!lent) return this.down(chunk);
+    this.active = true;
+    this.firstDownAt ??= performance.now();
+    this.bytesDown += chunk.length;
+    if (this.budget !== null && !this.budget.take(chunk.length)) {
+      this.overBudget(Buffer.from(chunk), this.upstream, this.client);
+      return false;
+    }
+    const queued = client.writableLength > 0;
+    const more = client.write(queued ? Buffer.from(chunk) : chunk);
+    if (!queued && client.writableLength > 0) reads.held = true;
+    if (more) return true;
+    this.upstream.pause();
+    return false;
   }
 
   /** Spent: the tunnel ends. A fleet budget whose reservation is on its way: hold this side until it lands. */
@@ -210,6 +249,8 @@ export class Tunnel implements IdleWatched {
 
   private finish(): void {
     this.sweep.delete(this);
+    // Both sockets closed: no read can come into the buffer again.
+    this.reads?.release();
     this.settle({ bytesUp: this.bytesUp, bytesDown: this.bytesDown, closedBy: this.closedBy ?? 'client_closed' });
   }
 }

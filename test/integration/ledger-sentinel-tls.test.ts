@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisLedgerStore, resolveRedisTarget } from '../../src/ledger/index.js';
+import { openRedisLedgerStore, resolveRedisTarget, type RedisLedgerStore } from '../../src/ledger/index.js';
 import { tryConnect, waitForExit } from '../support/child-process.js';
 import { createTestPki } from '../support/pki.js';
 import { unusedPort } from '../support/ports.js';
@@ -68,7 +68,7 @@ describe.skipIf(redisSkip())('ledger store on a Sentinel group over TLS', () => 
   const open = (tls: boolean | { caFile: string }): Promise<RedisLedgerStore> => {
     const target = resolveRedisTarget({ sentinels: [`127.0.0.1:${sentinelPort}`], name: 'tlsgroup', passwordEnv: 'SLUICE_T_REDIS', sentinelPasswordEnv: 'SLUICE_T_SENTINEL', tls, keyPrefix: 'tls:', leaseTtlMs: 10_000 }, env);
     if (!target.ok) throw new Error(JSON.stringify(target.issues));
-    return RedisLedgerStore.open({ target: target.value, keyPrefix: 'tls:', commandTimeoutMs: 1000 });
+    return openRedisLedgerStore({ target: target.value, keyPrefix: 'tls:', commandTimeoutMs: 1000 });
   };
 
   it('opens with tls.caFile: reads and writes through the primary the sentinel names', async () => {

@@ -7,7 +7,7 @@ import tls from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Redis, ReplyError } from 'ioredis';
 import { ProxyError } from '../../../src/core/index.js';
-import { describeStoreError, RedisLedgerStore, type RedisTarget } from '../../../src/ledger/index.js';
+import { describeStoreError, openRedisLedgerStore, type RedisTarget } from '../../../src/ledger/index.js';
 import { createTestPki } from '../../support/pki.js';
 import { unusedPort } from '../../support/ports.js';
 import { redisSkip, startRedis } from '../../support/redis.js';
@@ -28,7 +28,7 @@ function storeLikeClient(port: number, extra: Record<string, unknown> = {}): Red
 
 async function openFails(target: RedisTarget): Promise<string> {
   const outcome = await withTimeout(
-    RedisLedgerStore.open({ target, keyPrefix: 't:', commandTimeoutMs: 300 }).then(
+    openRedisLedgerStore({ target, keyPrefix: 't:', commandTimeoutMs: 300 }).then(
       async (store) => {
         await store.close();
         return 'opened';
@@ -136,7 +136,7 @@ describe('RedisLedgerStore.open names why it cannot use the store, in these word
   it.skipIf(redisSkip())('a store whose server is killed: its calls fail with the cause the connection kept, never ioredis’ queue message', async () => {
     const redis = await startRedis({ persistent: false });
     cleanups.push(() => redis.stop());
-    const store = await RedisLedgerStore.open({ target: { kind: 'url', url: redis.url }, keyPrefix: 't:', commandTimeoutMs: 300 });
+    const store = await openRedisLedgerStore({ target: { kind: 'url', url: redis.url }, keyPrefix: 't:', commandTimeoutMs: 300 });
     cleanups.push(() => store.close());
     expect(store.lastConnectionError()).toBeNull();
     expect(await store.revision()).toBe(0);

@@ -3,10 +3,12 @@
 // the client, and a revocation could be recorded as something else. A withdrawal (revoked, expired,
 // grant_changed, byte_limit, duration_limit) resets both sides and is the recorded reason even after one
 // side had half-closed; an idle timeout or a shutdown keeps the ordinary close. Real sockets on 127.0.0.1.
+import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { CloseReason } from '../../../src/core/index.js';
-import { Tunnel } from '../../../src/relay/index.js';
+import { reusedReadsOf, type CloseReason, type PinnedAddress } from '../../../src/core/index.js';
+import { dial } from '../../../src/egress/index.js';
+import { Tunnel, type ByteBudget } from '../../../src/relay/index.js';
 import { waitFor, waitForClose, waitUntil } from '../../support/wait.js';
 
 const servers: net.Server[] = [];
@@ -92,5 +94,61 @@ describe('Tunnel.end', () => {
     await waitUntil(() => tunnel.client.readableEnded && tunnel.upstream.readableEnded, { timeoutMs: 5_000, label: 'both FINs passed on' });
     tunnel.end('revoked');
     expect((await tunnel.done).closedBy).toBe('client_closed');
+  });
+});
+
+/**
+ * A tunnel whose upstream is dialed the way tunnels are (egress dial(): reused reads, ADR 0022) to an
+ * origin that sends `payload` and its FIN at once, and attached only after those bytes were read.
+ */
+async function tunnelAfterEarlyBytes(payload: Buffer, budget: ByteBudget | null): Promise<{ tunnel: Tunnel; client: net.Socket }> {
+  const server = net.createServer({ allowHalfOpen: true }, (socket) => {
+    socket.on('error', () => undefined);
+    socket.end(payload);
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const target = { address: '127.0.0.1', family: 4, port: (server.address() as net.AddressInfo).port, class: 'loopback' } as unknown as PinnedAddress;
+  const dialed = await dial([target], { timeoutMs: 5_000 });
+  if (!dialed.ok) throw new Error(dialed.detail);
+  const upstream = dialed.value.socket;
+  sockets.push(upstream);
+  const reads = reusedReadsOf(upstream);
+  expect(reads).toBeDefined();
+  await waitUntil(() => (reads?.earlyBytes ?? 0) > 0, { timeoutMs: 5_000, label: 'the origin’s first bytes read before the tunnel' });
+  const c = await tcpPair(false);
+  const tunnel = new Tunnel(c.near, upstream, { idleTimeoutMs: 60_000 }, Buffer.alloc(0), budget);
+  return { tunnel, client: c.far };
+}
+
+async function readAll(socket: net.Socket): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+  await waitFor(socket, 'end', 10_000);
+  return Buffer.concat(chunks);
+}
+
+describe('Tunnel over a dialed socket with reused reads', () => {
+  it('relays what the origin sent before the tunnel attached first, then the rest and its FIN, all counted', async () => {
+    const payload = randomBytes(3 * 1024 * 1024 + 17);
+    const { tunnel, client } = await tunnelAfterEarlyBytes(payload, null);
+    const got = await readAll(client);
+    client.end();
+    expect(createHash('sha256').update(got).digest('hex')).toBe(createHash('sha256').update(payload).digest('hex'));
+    const outcome = await tunnel.done;
+    expect(outcome.bytesDown).toBe(payload.length);
+    expect(outcome.closedBy).toBe('origin_closed');
+  });
+
+  it('counts the early bytes against the budget: past maxBytes the tunnel ends with byte_limit and they never reach the client', async () => {
+    let left = 10;
+    const budget: ByteBudget = { take: (bytes) => (left -= bytes) >= 0 };
+    const { tunnel, client } = await tunnelAfterEarlyBytes(Buffer.alloc(64, 0x61), budget);
+    const chunks: Buffer[] = [];
+    client.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const closed = waitForClose(client);
+    expect((await tunnel.done).closedBy).toBe('byte_limit');
+    await closed;
+    expect(Buffer.concat(chunks).length).toBe(0);
   });
 });
