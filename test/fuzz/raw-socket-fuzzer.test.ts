@@ -13,6 +13,7 @@ import { startHttpOrigin, startTcpEchoServer, type EchoServer, type Origin } fro
 import { silentLog, startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
 import { waitUntil, withTimeout } from '../support/wait.js';
 import { expectResourcesSettle, resourceCounts } from '../faults/leak-check.js';
+import { seededRandom } from '../support/seeded-random.js';
 
 const SEED = Number(process.env['SLUICE_FUZZ_SEED'] ?? (Date.now() ^ (process.pid << 8)) >>> 0);
 const MAX_ITERATIONS = Number(process.env['SLUICE_FUZZ_ITERATIONS'] ?? 1500);
@@ -27,17 +28,6 @@ const TOKEN = 'tok-fuzz-Zq8v3xK1';
 const BASIC = Buffer.from(`${GRANT}:${TOKEN}`).toString('base64');
 const CONTROL_SOURCE = '127.0.0.2';
 
-/** mulberry32: small, seeded, good enough to pick mutations reproducibly. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 class Mutator {
   constructor(private readonly rand: () => number) {}
@@ -401,7 +391,7 @@ describe('raw-socket fuzzer', () => {
 
   it(`survives mutated request heads (≤${MAX_ITERATIONS} requests or ≤${MAX_MS} ms) and answers each with well-formed HTTP/1.1`, async () => {
     console.log(`[fuzz/raw-socket] seed=${SEED} (rerun with SLUICE_FUZZ_SEED=${SEED})`);
-    const m = new Mutator(prng(SEED));
+    const m = new Mutator(seededRandom(SEED));
     const templates = heads(origin.port, echo.port, sluice.port);
     const seen: ResponseSummary[] = [];
     const failures: string[] = [];
@@ -416,7 +406,7 @@ describe('raw-socket fuzzer', () => {
     const nextInput = (): { data: Buffer; source: string; rand: Mutator } => {
       const base = m.pick(templates);
       const data = m.chance(0.08) ? base : m.mutate(base);
-      return { data, source: `127.0.1.${1 + m.int(200)}`, rand: new Mutator(prng(m.int(2 ** 31))) };
+      return { data, source: `127.0.1.${1 + m.int(200)}`, rand: new Mutator(seededRandom(m.int(2 ** 31))) };
     };
     const worker = async (): Promise<void> => {
       while (issued < MAX_ITERATIONS && Date.now() < deadline) {

@@ -9,6 +9,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSluice, tableLookup, tokenHash, type TestSluice } from '../support/sluice.js';
 import { waitFor, waitUntil, withTimeout } from '../support/wait.js';
+import { seededRandom } from '../support/seeded-random.js';
 
 const TOKEN = 'tok-integrity';
 const MiB = 1024 * 1024;
@@ -18,17 +19,6 @@ const SLOW_EVERY = 5 * MiB;
 const SLOW_MS = 100;
 const TEST_TIMEOUT_MS = 90_000;
 
-/** A small seeded generator (mulberry32), so a failing run's write sizes can be replayed from its seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const sha = (data: Buffer): string => createHash('sha256').update(data).digest('hex');
 
@@ -127,7 +117,7 @@ describe('CONNECT tunnel integrity: random data both ways through reused read bu
       socket.on('error', () => undefined);
       const reader = new Reader(socket);
       socket.on('data', (chunk: Buffer) => reader.take(chunk));
-      const next = random(x.seed + 1);
+      const next = seededRandom(x.seed + 1);
       void reader.ended.then(() => resolve({ bytes: reader.bytes, sha: reader.digest() }));
       if (x.mode === 'client-first') void reader.ended.then(() => pump(socket, x.down, next));
       else void pump(socket, x.down, next);
@@ -144,7 +134,7 @@ describe('CONNECT tunnel integrity: random data both ways through reused read bu
     const client = net.connect({ port: target.port, host: '127.0.0.1', allowHalfOpen: true });
     client.on('error', () => undefined);
     await waitFor(client, 'connect', 5000);
-    const next = random(seed);
+    const next = seededRandom(seed);
     const reader = new Reader(client);
     let head: Buffer | null = Buffer.alloc(0);
     let established: () => void = () => undefined;
