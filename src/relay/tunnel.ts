@@ -179,27 +179,17 @@ export class Tunnel implements IdleWatched, ReadTarget {
   }
 
   /**
-   * A chunk read into reused memory. A lent chunk (a view of the socket's own buffer) must not outlive
-   * this call unmarked: queued behind an unfinished write it is copied; written first but not wholly
-   * taken by the kernel (writableLength stays above 0) it marks the buffer held; a budget that makes
-   * it wait gets a copy. Budgets themselves are given the byte count, never the chunk.
+   * A chunk read into reused memory, relayed by down(). A lent chunk (a view of the socket's own buffer)
+   * must not outlive this call unmarked: queued behind an unfinished write it is copied; otherwise, if
+   * the kernel did not take it all, or a budget stopped it (overBudget may keep it while it waits), the
+   * buffer is marked held and never read into again.
    */
   readReused(chunk: Buffer, reads: ReusedReads, lent: boolean): boolean {
-    const client = this.client;
     if (!lent) return this.down(chunk);
-    this.active = true;
-    this.firstDownAt ??= performance.now();
-    this.bytesDown += chunk.length;
-    if (this.budget !== null && !this.budget.take(chunk.length)) {
-      this.overBudget(Buffer.from(chunk), this.upstream, this.client);
-      return false;
-    }
-    const queued = client.writableLength > 0;
-    const more = client.write(queued ? Buffer.from(chunk) : chunk);
-    if (!queued && client.writableLength > 0) reads.held = true;
-    if (more) return true;
-    this.upstream.pause();
-    return false;
+    if (this.client.writableLength > 0) return this.down(Buffer.from(chunk));
+    const more = this.down(chunk);
+    if (!more || this.client.writableLength > 0) reads.held = true;
+    return more;
   }
 
   /** Spent: the tunnel ends. A fleet budget whose reservation is on its way: hold this side until it lands. */
