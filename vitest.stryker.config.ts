@@ -19,7 +19,7 @@ const INCLUDE = [
   'test/unit/authority/*.test.ts',
   'test/unit/identity/*.test.ts',
   'test/unit/resolve/*.test.ts',
-  'test/unit/proxy/connect-head.test.ts',
+  'test/unit/proxy/ingress/connect-head.test.ts',
   'test/unit/route/system-proxy.test.ts',
   'test/fuzz/properties.test.ts',
   'test/security/ssrf-address-spelling.test.ts',

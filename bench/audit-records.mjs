@@ -16,7 +16,7 @@ import v8 from 'node:v8';
 const dist = path.resolve(process.argv[2] ?? new URL('../dist', import.meta.url).pathname);
 const load = (file) => import(pathToFileURL(path.join(dist, file)).href);
 const { Hop, decisionOf } = await load('proxy/index.js');
-const { closeRecordOf, recordClose, recordDecision } = await load('proxy/audit-hop.js');
+const { closeRecordOf, recordClose, recordDecision } = await load('proxy/hop/audit-hop.js');
 const { createFileSink } = await load('audit/index.js');
 const { NoopMetrics } = await load('telemetry/index.js');
 const { canonicalize } = await load('authority/index.js');

@@ -10,9 +10,9 @@ import { authorize, canonicalize, compileAuthoritySet, type AuthoritySet } from 
 import { classifyAddress } from '../../src/resolve/index.js';
 import { closeBytesBound, decisionBytesBound, encodeClose, encodeDecision, formatRecord, redactTarget, type DecisionRecordV1 } from '../../src/audit/index.js';
 import type { PinnedAddress } from '../../src/core/index.js';
-import { closeRecordOf } from '../../src/proxy/audit-hop.js';
-import { decisionOf } from '../../src/proxy/decision.js';
-import { Hop } from '../../src/proxy/hop.js';
+import { closeRecordOf } from '../../src/proxy/hop/audit-hop.js';
+import { decisionOf } from '../../src/proxy/hop/decision.js';
+import { Hop } from '../../src/proxy/hop/hop.js';
 import { PacSource, pacSelector } from '../../src/route/index.js';
 
 const grants: AuthoritySet[] = [];

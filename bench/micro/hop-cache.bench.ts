@@ -10,8 +10,8 @@ import { grantSpecSchema } from '../../src/config/index.js';
 import { GrantRegistry } from '../../src/grant/index.js';
 import { identify, sha256 } from '../../src/identity/index.js';
 import { literalAnswer, pin, SelfAddresses } from '../../src/resolve/index.js';
-import { applyRemembered, HopCache } from '../../src/proxy/hop-cache.js';
-import { Hop } from '../../src/proxy/hop.js';
+import { applyRemembered, HopCache } from '../../src/proxy/hop/hop-cache.js';
+import { Hop } from '../../src/proxy/hop/hop.js';
 import type { Route } from '../../src/route/index.js';
 
 const GRANTS = 10_000;

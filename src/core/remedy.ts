@@ -1,6 +1,6 @@
 // How to fix each denial, for the person who runs the sandbox or Sluice (not for the program that was
 // denied): one short sentence per reason code, declared once beside the reason table. The denial body
-// (proxy/respond.ts) and `sluice explain` print it; docs/reason-codes.md is checked against it by a test,
+// (proxy/ingress/respond.ts) and `sluice explain` print it; docs/reason-codes.md is checked against it by a test,
 // and so is every flag and config key a fix names (UX review 2026-12-04 findings 2 and 3).
 import type { ReasonCode } from './reason.js';
 import { GRANTABLE_CLASSES, type AddressClass, type RequestKind, type Scheme } from './types.js';

@@ -88,7 +88,7 @@ export class GrantRegistry {
   /**
    * Bumped by every change to what a hop may be allowed: a grant or token installed, rotated, removed,
    * revoked or forgotten, a rotation's grace ending, or a grant reaching its expiry. A decision
-   * remembered at one revision is never served at another (proxy/hop-cache.ts). A grace that has ended
+   * remembered at one revision is never served at another (proxy/hop/hop-cache.ts). A grace that has ended
    * moves the revision here, on the first read after its end, not only when its timer fires late: a
    * remembered hop with the previous token is never served past the grace.
    */

@@ -1,6 +1,6 @@
 // The SOCKS5 handshake on the wire (RFC 1928, RFC 1929): the greeting, username/password
 // authentication and the request, read in exact lengths within MAX_HANDSHAKE_BYTES. Decides nothing:
-// proxy/socks5.ts identifies the credentials and authorizes the target like any other hop.
+// proxy/ingress/socks5.ts identifies the credentials and authorizes the target like any other hop.
 import type net from 'node:net';
 
 const VERSION = 5;

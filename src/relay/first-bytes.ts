@@ -1,6 +1,6 @@
 // Waits for the first bytes a client sends into a tunnel until `decide` can tell what they are: the
-// domain-fronting guard's ClientHello (proxy/sni-guard.ts) and a mediated tunnel's request line
-// (proxy/tunnel-start.ts). Never forwards or alters a byte; leaves the socket paused with what it read.
+// domain-fronting guard's ClientHello (proxy/tunnel/sni-guard.ts) and a mediated tunnel's request line
+// (proxy/tunnel/tunnel-start.ts). Never forwards or alters a byte; leaves the socket paused with what it read.
 
 /** What the reader needs of a socket (a net.Socket). */
 export interface FirstBytesSocket {

@@ -54,7 +54,7 @@ export interface ForwardTarget {
   readonly viaUpstream: boolean;
   /**
    * A 407 from the upstream proxy settles as `challenged` (its body is read through, the connection kept
-   * for the next leg) instead of ending the hop: the caller is authenticating (proxy/forward-auth.ts).
+   * for the next leg) instead of ending the hop: the caller is authenticating (proxy/tunnel/forward-auth.ts).
    */
   readonly takesChallenge?: boolean;
   /** Replaces the method (an OPTIONS probe that carries an authentication leg but not the body). */

@@ -1,6 +1,6 @@
 // Remembers which upstream proxies of a failover list failed at the connection level, and for how long
 // to skip them (back-off 1 s doubling to 60 s, reset on success). Never chooses DIRECT: it only tells
-// the route loop (proxy/over-route.ts) to skip a proxy that is backing off (principle A2 in
+// the route loop (proxy/tunnel/over-route.ts) to skip a proxy that is backing off (principle A2 in
 // docs/principles.md). The check after a back-off is the next real hop (passive: no probe traffic).
 
 export const UPSTREAM_BACKOFF_INITIAL_MS = 1000;

@@ -4,11 +4,12 @@
 // 2. modules in the same layer never import each other;
 // 3. only main.ts touches process; only egress/ opens outbound connections; only resolve/ uses node:dns;
 //    only listen/ calls listen(), and only proxy/ and admin/ create servers; core/ does no I/O;
-// 4. each third-party runtime package is imported by exactly one module.
+// 4. each third-party runtime package is imported by exactly one module;
+// 5. a module's rooms (ROOMS) import only their own room and the rooms below it; no room imports the root.
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LAYERS } from './layers.js';
+import { LAYERS, ROOMS } from './layers.js';
 import { ROOT, codeSpan, readDoc, readTables } from './markdown.js';
 
 const SRC = path.join(ROOT, 'src');
@@ -32,7 +33,7 @@ const PACKAGE_OWNERS: Readonly<Record<string, string>> = {
 };
 
 interface SourceFile {
-  /** Path relative to src/, with forward slashes, e.g. `proxy/server.ts`. */
+  /** Path relative to src/, with forward slashes, e.g. `proxy/ingress/server.ts`. */
   readonly rel: string;
   readonly module: string;
   readonly text: string;
@@ -157,7 +158,7 @@ describe('layering (docs/architecture.md)', () => {
   });
 
   it('rule 3: only the process shells (main.ts, sandbox-init.ts) touch process', () => {
-    // Exception: process.hrtime is a read of the monotonic clock for hop timings (src/proxy/hop.ts), not
+    // Exception: process.hrtime is a read of the monotonic clock for hop timings (src/proxy/hop/hop.ts), not
     // argv, env, signals or exit; it is allowed anywhere. Anything else named process is reported.
     const violations = files
       .filter((f) => !SHELLS.includes(f.rel))
@@ -196,5 +197,47 @@ describe('layering (docs/architecture.md)', () => {
   it('rule 3: core/ does no I/O (imports no node: module)', () => {
     const violations = edges.filter((e) => e.from.module === 'core' && e.specifier.startsWith('node:')).map((e) => `${e.from.rel} → ${e.specifier}`);
     expect(violations).toEqual([]);
+  });
+});
+
+describe('rule 5: the rooms of a module (docs/architecture.md)', () => {
+  /** The room of a file relative to src/: `proxy/hop/hop.ts` → `hop`; a file at the module's root → null. */
+  const roomOf = (rel: string): string | null => {
+    const parts = rel.split('/');
+    return parts.length > 2 ? (parts[1] ?? null) : null;
+  };
+
+  for (const [module, rooms] of Object.entries(ROOMS)) {
+    const inModule = files.filter((f) => f.module === module);
+
+    it(`${module}/ holds only its rooms (${rooms.join(', ')}) and index.ts at its root`, () => {
+      expect(inModule.length).toBeGreaterThan(rooms.length);
+      const stray = inModule.filter((f) => {
+        const room = roomOf(f.rel);
+        return room === null ? f.rel !== `${module}/index.ts` : !rooms.includes(room) || f.rel.split('/').length > 3;
+      });
+      expect(stray.map((f) => f.rel)).toEqual([]);
+      for (const room of rooms) expect(inModule.some((f) => roomOf(f.rel) === room), `${module}/${room}/ has files`).toBe(true);
+    });
+
+    it(`${module}/'s rooms import only their own room and the rooms below (${rooms.join(' < ')})`, () => {
+      const violations = edges
+        .filter((e) => e.from.module === module && e.specifier.startsWith('.'))
+        .flatMap((e) => {
+          const target = path.posix.normalize(path.posix.join(path.posix.dirname(e.from.rel), e.specifier));
+          if (moduleOf(target) !== module) return [];
+          const fromRoom = roomOf(e.from.rel);
+          const toRoom = roomOf(target);
+          if (fromRoom === null) return []; // the face imports any room
+          if (toRoom === null) return [`${e.from.rel} imports ${e.specifier}: a room never imports the module's root`];
+          return rooms.indexOf(toRoom) > rooms.indexOf(fromRoom) ? [`${e.from.rel} (room ${fromRoom}) imports ${e.specifier} (room ${toRoom}): rooms import downward only`] : [];
+        });
+      expect(violations).toEqual([]);
+    });
+  }
+
+  it('docs/architecture.md draws the same rooms', () => {
+    const doc = readDoc('docs/architecture.md');
+    for (const [module, rooms] of Object.entries(ROOMS)) for (const room of rooms) expect(doc).toContain(`${module}/${room}/`);
   });
 });

@@ -27,3 +27,12 @@ export const LAYERS: Readonly<Record<string, number>> = {
   // The first process inside a `sluice run` sandbox: a process shell of its own, like main.ts.
   'sandbox-init': 6,
 };
+
+/**
+ * The rooms of a module that outgrew a dozen files (docs/architecture.md, rule 5), lowest first: a room
+ * imports its own files and the rooms before it in this list, never one after it. Files at the module's
+ * root are its face (index.ts) and import rooms; no room imports them.
+ */
+export const ROOMS: Readonly<Record<string, readonly string[]>> = {
+  proxy: ['hop', 'tunnel', 'ingress'],
+};

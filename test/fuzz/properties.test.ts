@@ -16,7 +16,7 @@ import { pin } from '../../src/resolve/pin.js';
 import { HostAddresses } from '../../src/resolve/host-addresses.js';
 import { SelfAddresses } from '../../src/resolve/self-addresses.js';
 import { proxyStatus } from '../../src/core/index.js';
-import { denialBody } from '../../src/proxy/respond.js';
+import { denialBody } from '../../src/proxy/ingress/respond.js';
 
 const SEED = Number(process.env['SLUICE_FUZZ_SEED'] ?? (Date.now() ^ (process.pid << 8)) >>> 0);
 const RUNS = Number(process.env['SLUICE_FUZZ_RUNS'] ?? 1500);

@@ -16,6 +16,7 @@
 // Needs `npm run build` first.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -88,6 +89,8 @@ interface Run {
   readonly revoked: Revoked[];
   readonly probes: (Hop & { id: string })[];
   readonly maxLive: () => number;
+  /** The first error a worker threw (it stops every worker), or null. */
+  readonly failure: () => unknown;
   readonly stop: () => Promise<void>;
 }
 
@@ -121,9 +124,19 @@ describe.skipIf(redisSkip())('fleet on Redis Sentinel across a failover', () => 
   const spec = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({ destinations: [`tcp://${target()}`], allowAddressClasses: ['loopback'], ...extra });
   const grantOn = (on: Instance, id: string): Promise<AdminAnswer> => admin(on, 'GET', `/v1/grants/${id}`);
 
+  /** A CONNECT through `on`; one that gets no answer in time is a tunnel with status 0 and the error as head. */
+  async function connect(on: Instance, token: string): Promise<ConnectTunnel> {
+    return openConnectTunnel(on.port, target(), auth(token), { timeoutMs: 5000 }).catch((error: unknown) => ({
+      socket: new net.Socket(),
+      status: 0,
+      head: `details="${String((error as Error).message).replace(/"/g, "'")}"`,
+      rest: Buffer.alloc(0),
+    }));
+  }
+
   async function hop(on: Instance, token: string): Promise<{ hop: Hop; tunnel: ConnectTunnel }> {
     const sent = Date.now();
-    const tunnel = await openConnectTunnel(on.port, target(), auth(token), { timeoutMs: 5000 });
+    const tunnel = await connect(on, token);
     let status = tunnel.status;
     // A 200 counts only if the tunnel carries bytes to the origin and back.
     if (status === 200 && (await roundTrip(tunnel.socket, 'ping', 3000).catch(() => 'lost')) !== 'ping') status = -1;
@@ -210,7 +223,7 @@ describe.skipIf(redisSkip())('fleet on Redis Sentinel across a failover', () => 
     const budgeted = async (s: Instance): Promise<void> => {
       while (running) {
         const sent = Date.now();
-        const tunnel = await openConnectTunnel(s.port, target(), auth(budget.token), { timeoutMs: 5000 });
+        const tunnel = await connect(s, budget.token);
         let status = tunnel.status;
         if (status === 200) {
           // Counted from the 200 to the close: never more than the fleet let through at once.
@@ -254,10 +267,15 @@ describe.skipIf(redisSkip())('fleet on Redis Sentinel across a failover', () => 
       }
     };
     const all = Promise.all([...fleet.map(tunnels), ...fleet.map(budgeted), ...fleet.map(writes), probeRevoked()]);
-    all.catch(() => (running = false));
+    let failure: unknown = null;
+    all.catch((error: unknown) => {
+      failure ??= error;
+      running = false;
+    });
     return {
       ...run,
       maxLive: () => maxLive,
+      failure: () => failure,
       stop: async () => {
         running = false;
         await withTimeout(all, 15_000, 'the workers stop');
@@ -271,7 +289,20 @@ describe.skipIf(redisSkip())('fleet on Redis Sentinel across a failover', () => 
       const mine = run.hops.filter((h) => h.on === s.name && h.sent >= since);
       return mine.length >= 5 && mine.slice(-5).every((h) => h.status === 200) && run.issued.some((i) => i.on === s.name && i.at >= since);
     };
-    await waitUntil(() => fleet.every(recovered), { timeoutMs: 15_000, label: 'every instance serves and issues again after the failover' });
+    // On failure, say which instance did not recover and what it last saw, so a slow CI run and a stuck
+    // instance are told apart.
+    const seen = (s: Instance): string => {
+      const mine = run.hops.filter((h) => h.on === s.name && h.sent >= since);
+      const last = mine.slice(-5).map((h) => `${h.status}${h.reason === null ? '' : ` ${h.reason}`}`);
+      const answers = run.answers.filter((x) => x.on === s.name).slice(-3).map((x) => `${x.method} ${x.status}${x.error === undefined ? '' : ` ${String(x.error)}`}`);
+      return `${s.name}${recovered(s) ? ' (recovered)' : ''}: ${mine.length} hops since, last [${last.join(', ')}]; issued since ${run.issued.filter((i) => i.on === s.name && i.at >= since).length}; last admin answers [${answers.join(', ')}]`;
+    };
+    const workersRunning = (): void => {
+      if (run.failure() !== null) throw new Error(`a worker stopped the workload: ${String(run.failure())}`);
+    };
+    await waitUntil(() => (workersRunning(), fleet.every(recovered)), { timeoutMs: 20_000, label: 'every instance serves and issues again after the failover' }).catch((error: unknown) => {
+      throw new Error(`${(error as Error).message}; ${fleet.map(seen).join('; ')}`);
+    });
     await waitUntil(() => run.revoked.some((x) => x.ackAt > since), { timeoutMs: 5000, label: 'a revoke acknowledged after the failover' });
   }
 

@@ -1,4 +1,4 @@
-// The hop cache (ADR 0018, src/proxy/hop-cache.ts) through a running Sluice, as a hostile principal in a
+// The hop cache (ADR 0018, src/proxy/hop/hop-cache.ts) through a running Sluice, as a hostile principal in a
 // sandbox would probe it: keep using a remembered "allow" after its grant was revoked, expired or narrowed
 // by a reload, or after the DNS answer it was checked against has changed to a forbidden address; send a
 // keep-alive or fresh connection without credentials, or a mismatched Host, hoping a cached target skips

@@ -25,9 +25,9 @@ import {
   type CloseOutcome,
 } from '../../src/audit/index.js';
 import { ADDRESS_CLASSES, CloseReasons, Reasons, type AddressClass, type CanonicalDestination, type ClassifiedAddress, type PinnedAddress, type ReasonCode, type UpstreamProxy } from '../../src/core/index.js';
-import { closeRecordOf } from '../../src/proxy/audit-hop.js';
-import { decisionOf } from '../../src/proxy/decision.js';
-import { Hop } from '../../src/proxy/hop.js';
+import { closeRecordOf } from '../../src/proxy/hop/audit-hop.js';
+import { decisionOf } from '../../src/proxy/hop/decision.js';
+import { Hop } from '../../src/proxy/hop/hop.js';
 import type { Route, RouteHop } from '../../src/route/index.js';
 
 const SEED = Number(process.env['SLUICE_PROPERTY_SEED'] ?? 20261216);

@@ -55,8 +55,9 @@ export interface Kdc {
   kinit(user: string, password: string, ccachePath: string, opts?: KinitOptions): Promise<void>;
   /**
    * True while `ccachePath` holds a ticket GSS-API would still use: its end time (whole seconds) is not
-   * yet in the past. Note `klist -s` already says false in the end time's own second, when MIT's
-   * gss_init_sec_context (and so curl, or Sluice via `kerberos`) still sends the ticket; this does not.
+   * yet in the past, with a second's margin for the KDC clock offset the ccache records. Note `klist -s`
+   * already says false in the end time's own second, when MIT's gss_init_sec_context (and so curl, or
+   * Sluice via `kerberos`) still sends the ticket; this does not.
    * Falls back to `klist -s` for a ccache it cannot read.
    */
   ticketValid(ccachePath: string): Promise<boolean>;
@@ -381,9 +382,12 @@ function makeHandle(
     async ticketValid(ccachePath) {
       const endSeconds = await readCcacheEndTimes(ccachePath).catch(() => undefined);
       if (endSeconds !== undefined) {
-        // MIT's init_sec_context refuses a ticket only when endtime < now (both whole seconds).
+        // MIT's init_sec_context refuses a ticket only when endtime < now (both whole seconds), and its
+        // "now" is the client clock corrected by the KDC offset the ccache recorded at kinit
+        // (kdc_timesync, on by default): on one machine that offset is 0 or -1 s, as the two clocks were
+        // read either side of a second's edge. So a ticket counts as expired only a second later.
         const now = Math.floor(Date.now() / 1000);
-        return endSeconds.some((end) => end >= now);
+        return endSeconds.some((end) => end + 1 >= now);
       }
       const result = await run(bins.klist, ['-s', '-c', `FILE:${ccachePath}`], handle.env({ KRB5CCNAME: `FILE:${ccachePath}` }));
       return result.code === 0;

@@ -428,7 +428,7 @@ describe('rotateGrant', () => {
     return { clock, dir, ledger, registry, control, lines };
   }
 
-  /** A connection identified by `token` (Basic with the grant id), as proxy/identify-hop.ts leaves it. */
+  /** A connection identified by `token` (Basic with the grant id), as proxy/hop/identify-hop.ts leaves it. */
   function tokenConnection(s: Clocked, id: string, token: string): FakeConnection {
     const base = connection();
     const ctx: FakeConnection = { ...base, verifiedAuthorization: `Basic ${Buffer.from(`${id}:${token}`).toString('base64')}` } as FakeConnection;
