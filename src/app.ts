@@ -11,9 +11,9 @@ import { buildRoutes, type BuiltRoutes, type PacSource, type RouteSelector } fro
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive, LearnedMechanisms, systemGss, upstreamFailureLogger, type Gss } from './egress/index.js';
 import { checkAdminSection, resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
 import { BoundUpstreams, createForwardAgent, createUpstreamClient, PrincipalPools, type RelayLimits } from './relay/index.js';
-import { Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
+import { EventRing, Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
-import { AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
+import { AskRegistry, AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
 import { HopCache, startListeners, stopListeners, type BoundListener, type HttpLimits, type ProxyRuntime } from './proxy/index.js';
 import { checkSocketGroups, ListenError } from './listen/index.js';
 
@@ -37,6 +37,8 @@ export interface AppOptions {
 
   /** Replaces the process's GSSAPI for Negotiate to upstream proxies (tests). */
   readonly gss?: Gss;
+  /** Replaces the event ring GET /v1/events serves (tests give it a small capacity). */
+  readonly events?: EventRing;
 }
 
 /** What `start` needs beyond building the runtime: where Sluice runs, and as whom. */
@@ -228,6 +230,10 @@ export async function buildRuntime(
   const freshness = { isFresh: (): boolean => true };
   // Looked up in the routes in force: a reload that changes route.proxy changes what may be dialed.
   const upstreamConnector = createUpstreamConnector((host, port) => network.current.routes.upstreams.get(`${host} ${port}`), (proxy) => connectToProxy(proxy, upstreamOptions));
+  const events = options.events ?? new EventRing();
+  const asks = new AskRegistry({ events, now: Date.now });
+  // A revoked, forgotten or dropped grant refuses the hops held on its asks at once.
+  registry.onGrantEnded((id) => asks.endGrant(id));
   const runtime: ProxyRuntime = {
     gate: new ConnectionGate(config.limits.maxConnections),
     authThrottle: new AuthThrottle({ perGrantId: config.limits.authFailuresPerMinute, perSource: config.limits.authFailuresPerMinutePerSource }, Date.now, log),
@@ -247,6 +253,8 @@ export async function buildRuntime(
     upstream: upstreamOptions,
     relay: { idleTimeoutMs: config.timeouts.idleMs },
     ledgerFresh: () => freshness.isFresh(),
+    events,
+    asks,
     hopCache: new HopCache({ registry, self, routes: { epoch: () => runtime.routes.epoch?.() ?? null }, now: () => performance.now() }),
   };
   /** Puts a rebuilt resolver and route selector in force (a reload); the old selector's PAC refresh stops. */
@@ -494,6 +502,7 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
   const control = createControl({
     ledger,
     registry,
+    asks: runtime.asks,
     dedicated,
     cwd: options.cwd,
     reload,
@@ -518,6 +527,7 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
         adminTokenSha256: resolveAdminTokenSha256(config.admin, options.env),
         log: runtime.log,
         isUnixSocketAlive,
+        events: runtime.events,
       });
       self.add(admin.address);
     }

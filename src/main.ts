@@ -1,5 +1,5 @@
 // The process shell: argv, config loading, signals and exit codes. The only file that touches process.
-// Modules load per command (dynamic import): `sluice run` and `sluice grant` start without loading the
+// Modules load per command (dynamic import): `sluice run`, `sluice grant` and `sluice watch` start without loading the
 // proxy, its config parser or its HTTP client, so a short confined command starts fast.
 import { Command, InvalidArgumentError } from 'commander';
 import type { Config, ConfigIssue } from './config/index.js';
@@ -8,6 +8,7 @@ import type { ProxyRuntime } from './proxy/index.js';
 import type { GrantIssueFlags } from './cli/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
+import tty from 'node:tty';
 import { fileURLToPath } from 'node:url';
 import v8 from 'node:v8';
 
@@ -302,6 +303,52 @@ adminOptions(grant.command('show').description('show one grant').argument('<id>'
 adminOptions(grant.command('rotate').description('give a run-time grant a new token (shown only once); the old one stops now or after --grace-ms').argument('<id>'))
   .option('--grace-ms <ms>', 'keep the previous token working this long (at most 86400000)')
   .action((id: string, options: Record<string, unknown>) => runGrant('rotate', id, options));
+
+async function runWatch(options: Record<string, unknown>): Promise<void> {
+  const { runWatchCommand } = await import('./cli/index.js');
+  // A reader that went away (`sluice watch | head`) ends the watch, quietly.
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+    process.exit(0);
+  });
+  const isAsk = options['ask'] === true;
+  const noColor = process.env['NO_COLOR'];
+  process.exitCode = await runWatchCommand(
+    {
+      admin: await adminAddress(options as { admin?: string; config?: string }),
+      // The admin token comes from the environment, never from argv (ps shows argv).
+      adminToken: process.env['SLUICE_ADMIN_TOKEN'],
+      json: options['json'] === true,
+      grant: options['grant'] as string | undefined,
+      generation: options['generation'] as string | undefined,
+      kind: options['kind'] as string | undefined,
+      ask: isAsk,
+    },
+    {
+      ...output,
+      // https://no-color.org: NO_COLOR set to anything but the empty string turns colour off.
+      isColor: process.stdout.isTTY === true && (noColor === undefined || noColor === ''),
+      // process.stdin only with --ask: a watch that never reads its input leaves the terminal alone.
+      stdin: isAsk ? process.stdin : undefined,
+      isStdinTty: tty.isatty(0),
+      promptOutput: process.stderr,
+      isPromptTty: process.stderr.isTTY === true,
+      onInterrupt: (handler) => {
+        process.on('SIGINT', handler);
+        process.on('SIGTERM', handler);
+      },
+    },
+  );
+}
+
+adminOptions(program.command('watch').description("follow the running proxy's decisions, asks and grant changes, one line each (GET /v1/events)"))
+  .option('--grant <id>', 'only the events of this grant', nonEmpty)
+  .option('--generation <label>', 'only the events of grants of this generation', nonEmpty)
+  .option('--kind <list>', 'only these kinds, comma-separated: decision, ask, ask_answered, grant, gap (a gap always shows)')
+  .option('--ask', 'prompt for each ask on the terminal and answer it (allow or deny, once or for the grant)')
+  // A usage error is bad input (exit 2), never 1: 1 means Sluice refused or could not be reached.
+  .exitOverride((error) => process.exit(error.exitCode === 0 ? 0 : EXIT_CONFIG))
+  .action(runWatch);
 
 function parsePort(value: string): number {
   const port = Number(value);

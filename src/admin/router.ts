@@ -1,11 +1,14 @@
 // Matches a method and path against the admin route table and decodes path params; never runs a handler.
 import type { ProxyControl } from '../core/index.js';
+import type { EventRing } from '../telemetry/index.js';
 import type { AdminErrorCode, AdminReply } from './errors.js';
 
 export interface AdminRequest {
   readonly params: Readonly<Record<string, string>>;
   /** The parsed JSON body, or undefined when the route takes none. */
   readonly body: unknown;
+  /** Where a route publishes what it changed (GET /v1/events); absent: nobody can watch. */
+  readonly events?: EventRing | undefined;
 }
 
 export type RouteAction = (control: ProxyControl, request: AdminRequest) => AdminReply | Promise<AdminReply>;
@@ -18,8 +21,14 @@ export interface AdminRoute {
   readonly action: RouteAction;
 }
 
-export type RouteMatch =
-  | { readonly kind: 'found'; readonly template: string; readonly route: AdminRoute; readonly params: Readonly<Record<string, string>> }
+/** What matching needs of a route: the JSON routes and the server's streaming route both have it. */
+export interface RouteShape {
+  readonly method: string;
+  readonly template: string;
+}
+
+export type RouteMatch<R extends RouteShape = AdminRoute> =
+  | { readonly kind: 'found'; readonly template: string; readonly route: R; readonly params: Readonly<Record<string, string>> }
   | { readonly kind: 'method_not_allowed'; readonly template: string; readonly allow: readonly string[] }
   | { readonly kind: 'param_invalid'; readonly template: string; readonly param: string; readonly error: AdminErrorCode }
   | { readonly kind: 'not_found' };
@@ -28,9 +37,9 @@ export type RouteMatch =
 export const PARAM_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
 export const PARAM_MESSAGE = 'expected letters, digits, _ . : - (1-128 characters)';
 
-const PARAM_ERRORS: Readonly<Record<string, AdminErrorCode>> = { id: 'grant_id_invalid', generation: 'generation_invalid' };
+const PARAM_ERRORS: Readonly<Record<string, AdminErrorCode>> = { id: 'grant_id_invalid', generation: 'generation_invalid', ask: 'ask_id_invalid' };
 
-export function matchRoute(routes: readonly AdminRoute[], method: string, pathname: string): RouteMatch {
+export function matchRoute<R extends RouteShape>(routes: readonly R[], method: string, pathname: string): RouteMatch<R> {
   const segments = pathname.split('/');
   let template: string | null = null;
   const allow: string[] = [];

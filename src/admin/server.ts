@@ -8,6 +8,8 @@ import { errorReply, type AdminReply } from './errors.js';
 import { MAX_BODY_BYTES, parseJsonBody, readBody, sendJson } from './http-io.js';
 import { isUnixListen } from '../config/index.js';
 import { removeSocketFile, type UnixSocketProbe } from '../listen/index.js';
+import type { EventRing } from '../telemetry/index.js';
+import { EVENTS_PATH, EventStream, parseEventsRequest } from './events-stream.js';
 import { bindAdminServer } from './listen.js';
 import { matchRoute, PARAM_MESSAGE, type AdminRoute } from './router.js';
 import { inspectAdminSocketDir } from './socket-dir.js';
@@ -22,6 +24,8 @@ export interface AdminServerOptions {
   readonly log: OperationalLog;
   /** Probes a leftover socket file before it is removed; app.ts passes egress's `isUnixSocketAlive`. */
   readonly isUnixSocketAlive: UnixSocketProbe;
+  /** The event stream GET /v1/events serves (absent: the route answers 404). */
+  readonly events?: EventRing;
 }
 
 export interface AdminServer {
@@ -34,17 +38,33 @@ const BAD_REQUEST_BODY = '{"error":"bad_request"}\n';
 const BAD_REQUEST = `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: ${BAD_REQUEST_BODY.length}\r\n\r\n${BAD_REQUEST_BODY}`;
 const UNAUTHORIZED_HEADERS = { 'www-authenticate': 'Bearer realm="sluice-admin"' } as const;
 
+/** The one route that streams instead of answering JSON: matched with the table (so a POST gets 405), served by events-stream.ts. */
+const EVENTS_ROUTE = { method: 'GET', template: EVENTS_PATH, streams: true } as const;
+type ServedRoute = AdminRoute | typeof EVENTS_ROUTE;
+
 interface AdminContext {
   readonly control: ProxyControl;
   readonly tokenSha256: Buffer | null;
   readonly log: OperationalLog;
-  readonly routes: readonly AdminRoute[];
+  readonly routes: readonly ServedRoute[];
+  readonly events: EventRing | null;
+  /** Open event streams: the server's close ends them rather than waiting out CLOSE_GRACE_MS. */
+  readonly streams: Set<EventStream>;
+  isClosing: boolean;
 }
 
 export async function startAdminServer(options: AdminServerOptions): Promise<AdminServer> {
   const isUnix = isUnixListen(options.listen);
   const tokenSha256 = adminToken(options.listen, isUnix, options.adminTokenSha256);
-  const ctx: AdminContext = { control: options.control, tokenSha256, log: options.log, routes: ADMIN_ROUTES };
+  const ctx: AdminContext = {
+    control: options.control,
+    tokenSha256,
+    log: options.log,
+    routes: [...ADMIN_ROUTES, EVENTS_ROUTE],
+    events: options.events ?? null,
+    streams: new Set(),
+    isClosing: false,
+  };
   const server = http.createServer({ headersTimeout: 10_000, requestTimeout: 30_000 });
   const secure = { value: false };
   const sockets = new Set<net.Socket>();
@@ -77,6 +97,9 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     address: bound.address,
     close: () =>
       new Promise<void>((resolve) => {
+        // An event stream never finishes by itself: it ends now, and its reader reconnects elsewhere or later.
+        ctx.isClosing = true;
+        for (const stream of ctx.streams) stream.end();
         // Let an answer in flight finish (a revoke, say); cut whatever is left after CLOSE_GRACE_MS.
         const timer = setTimeout(() => sockets.forEach((socket) => socket.destroy()), CLOSE_GRACE_MS);
         server.close(() => {
@@ -103,20 +126,43 @@ function adminToken(listen: string, isUnix: boolean, digest: Buffer | null): Buf
 
 async function serveRequest(ctx: AdminContext, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const method = req.method ?? 'GET';
-  let decided: Decided;
+  let decided: Decided | Streamed;
   try {
     decided = await decide(ctx, req, method);
   } catch (error) {
     ctx.log.error({ method, route: null, err: describeError(error) }, 'admin request failed');
     decided = { template: null, reply: errorReply('internal_error'), closeConnection: true };
   }
-  const { template, reply, closeConnection } = decided;
   if (res.headersSent || res.destroyed) return void res.destroy();
+  if ('streams' in decided) return serveEvents(ctx, req, res, method, decided.template);
+  const { template, reply, closeConnection } = decided;
   sendJson(res, reply, closeConnection);
-  const entry = { method, route: template, status: reply.status };
-  if (reply.status >= 500) ctx.log.error(entry, 'admin request');
-  else if (reply.status === 401) ctx.log.warn(entry, 'admin request');
+  logRequest(ctx, method, template, reply.status);
+}
+
+function logRequest(ctx: AdminContext, method: string, template: string | null, status: number): void {
+  const entry = { method, route: template, status };
+  if (status >= 500) ctx.log.error(entry, 'admin request');
+  else if (status === 401) ctx.log.warn(entry, 'admin request');
   else ctx.log.info(entry, 'admin request');
+}
+
+/** GET /v1/events, authenticated like every route: a 400 for a bad filter or Last-Event-ID, else the stream. */
+function serveEvents(ctx: AdminContext, req: http.IncomingMessage, res: http.ServerResponse, method: string, template: string): void {
+  const ring = ctx.events;
+  if (ring === null) return answer(ctx, res, method, template, errorReply('not_found'));
+  const parsed = parseEventsRequest(new URL(req.url ?? '/', 'http://admin').searchParams, req.headers['last-event-id']);
+  if (!parsed.ok) return answer(ctx, res, method, template, errorReply(parsed.error, parsed.issues));
+  const stream = new EventStream(ring, res, parsed.value);
+  ctx.streams.add(stream);
+  stream.onClose(() => ctx.streams.delete(stream));
+  logRequest(ctx, method, template, 200);
+  if (ctx.isClosing) stream.end();
+}
+
+function answer(ctx: AdminContext, res: http.ServerResponse, method: string, template: string | null, reply: AdminReply): void {
+  sendJson(res, reply);
+  logRequest(ctx, method, template, reply.status);
 }
 
 interface Decided {
@@ -125,7 +171,13 @@ interface Decided {
   readonly closeConnection: boolean;
 }
 
-async function decide(ctx: AdminContext, req: http.IncomingMessage, method: string): Promise<Decided> {
+/** The request is for the event stream, authorized; serveEvents answers it. */
+interface Streamed {
+  readonly template: string;
+  readonly streams: true;
+}
+
+async function decide(ctx: AdminContext, req: http.IncomingMessage, method: string): Promise<Decided | Streamed> {
   if (ctx.tokenSha256 !== null && !isAdminTokenValid(req.headers.authorization, ctx.tokenSha256)) {
     return { template: null, reply: errorReply('admin_token_invalid', undefined, UNAUTHORIZED_HEADERS), closeConnection: true };
   }
@@ -142,6 +194,7 @@ async function decide(ctx: AdminContext, req: http.IncomingMessage, method: stri
   if (match.kind === 'param_invalid') {
     return { template, reply: errorReply(match.error, [{ path: match.param, message: PARAM_MESSAGE }]), closeConnection: false };
   }
+  if ('streams' in match.route) return { template: match.template, streams: true };
   let parsed: unknown;
   if (match.route.hasBody) {
     const json = parseJsonBody(body.bytes);
@@ -149,7 +202,7 @@ async function decide(ctx: AdminContext, req: http.IncomingMessage, method: stri
     parsed = json.value;
   }
   try {
-    const reply = await match.route.action(ctx.control, { params: match.params, body: parsed });
+    const reply = await match.route.action(ctx.control, { params: match.params, body: parsed, events: ctx.events ?? undefined });
     return { template, reply, closeConnection: false };
   } catch (error) {
     ctx.log.error({ method, route: template, err: describeError(error) }, 'admin handler failed');

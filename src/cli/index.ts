@@ -1,5 +1,6 @@
-// The cli module: clients of the running proxy's admin API (`sluice grant`) and `sluice run`.
+// The cli module: clients of the running proxy's admin API (`sluice grant`, `sluice watch`) and `sluice run`.
 export * from './grant.js';
+export * from './watch/watch.js';
 export * from './run.js';
 export * from './run-grant.js';
 export * from './running-configs.js';

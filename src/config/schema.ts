@@ -52,6 +52,9 @@ export const listenerSchema = z
   })
   .refine((l) => !(l.identify && l.grant), { message: 'a listener is either identify: token or bound to one grant, not both' });
 
+/** The longest a hop may be held on an ask: a held connection is a resource the sandbox spends. */
+export const MAX_ASK_TIMEOUT_MS = 600_000;
+
 const limitsSchema = z.strictObject({
   maxConcurrent: z.number().int().positive().optional(),
   maxBytes: z.number().int().positive().optional(),
@@ -71,6 +74,11 @@ const grantFields = {
   tls: z.strictObject({ requireSniMatch: z.boolean().default(false) }).prefault({}),
   generation: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'letters, digits, _ . : - (1-128)').optional(),
   limits: limitsSchema.prefault({}),
+  /**
+   * A destination no rule names is held and asked about (GET/POST /v1/asks) for up to timeoutMs, then
+   * refused approval_timeout. Absent: refused at once (destination_not_granted), as before.
+   */
+  ask: z.strictObject({ timeoutMs: z.number().int().min(100).max(MAX_ASK_TIMEOUT_MS) }).optional(),
 };
 
 /** A grant issued at run time (POST /v1/grants): the same fields as config, never an id or a token. */

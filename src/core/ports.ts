@@ -22,6 +22,8 @@ export interface GrantView {
   readonly allowAddressClasses: readonly string[];
   readonly allowAddresses: readonly string[];
   readonly requireAttestedAddress: boolean;
+  /** The grant asks about destinations its rules miss (null: it refuses them at once). */
+  readonly ask: { readonly timeoutMs: number } | null;
   readonly limits: Readonly<Record<string, number | string>>;
   readonly issuedAt: string;
   readonly expiresAt: string | null;
@@ -44,6 +46,17 @@ export type ControlResult<T> =
  * The running proxy as the admin API sees it (STYLE: admin reaches the proxy only through this port).
  * `spec` is a validated run-time grant (config's GrantSpec): destinations, classes, limits, generation, listen.
  */
+/** A pending ask as the admin API shows it. */
+export interface AskPending {
+  readonly ask: string;
+  readonly grant: string;
+  readonly generation: string | null;
+  readonly destination: string;
+  readonly raisedAt: string;
+  readonly expiresAt: string;
+  readonly waiting: number;
+}
+
 export interface ProxyControl {
   issueGrant(spec: unknown): Promise<ControlResult<{ readonly id: string; readonly token: string; readonly grant: GrantView }>>;
   listGrants(): readonly GrantView[];
@@ -58,6 +71,10 @@ export interface ProxyControl {
    * `previousTokenUntil` when `graceMs` > 0. Connections identified by a token that no longer verifies end.
    */
   rotateGrant(id: string, graceMs: number): Promise<ControlResult<{ readonly id: string; readonly token: string; readonly grant: GrantView; readonly previousTokenUntil: string | null; readonly endedConnections: number }>>;
+  /** Asks pending now (grants with `ask`): GET /v1/asks. */
+  listAsks(): readonly AskPending[];
+  /** Answers one ask: 200, 404 ask_not_found, 409 ask_answered, 400 ask_answer_invalid. */
+  answerAsk(id: string, body: unknown): ControlResult<{ readonly ask: string; readonly decision: string; readonly scope: string }>;
   /** Validates the config file again and applies it atomically, or keeps the running config. */
   reload(): Promise<ControlResult<ReloadOutcome>>;
   readiness(): { readonly ready: boolean; readonly detail: string };

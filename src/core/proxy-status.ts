@@ -34,6 +34,8 @@ export const PROXY_ERROR_TYPES: Partial<Record<ReasonCode, string>> = {
   connection_quota_exhausted: 'http_request_denied',
   byte_limit_reached: 'http_request_denied',
   destination_not_granted: 'http_request_denied',
+  approval_denied: 'http_request_denied',
+  approval_timeout: 'http_request_denied',
   address_class_denied: 'destination_ip_prohibited',
   address_self: 'proxy_loop_detected',
   route_unsupported: 'proxy_configuration_error',

@@ -30,6 +30,8 @@ export const Reasons = {
   scheme_forbidden: { status: 400, message: 'this scheme cannot be requested in absolute form; use CONNECT' },
   host_mismatch: { status: 400, message: 'the absolute-form URI and the Host header disagree' },
   destination_not_granted: { status: 403, message: 'destination is not in the principal’s grant' },
+  approval_denied: { status: 403, message: 'the destination is not in the grant, and the supervisor denied it when asked' },
+  approval_timeout: { status: 403, message: 'the destination is not in the grant, and nobody answered the ask within ask.timeoutMs' },
   address_class_denied: { status: 403, message: 'destination resolves only to addresses the grant does not allow' },
   address_self: { status: 403, message: 'destination is one of Sluice’s own listeners' },
   route_unsupported: { status: 502, message: 'the configured route cannot be honoured' },

@@ -34,6 +34,8 @@ export const Remedies = {
   scheme_forbidden: 'send https:// and wss:// through CONNECT (set HTTPS_PROXY), not as an absolute-form URI',
   host_mismatch: 'send a Host header that names the URI’s host and port',
   destination_not_granted: 'add a destination rule for <rule> to the grant (sluice run --destination <rule>)',
+  approval_denied: 'ask the supervisor to allow <rule> (sluice watch --ask), or add a destination rule for it to the grant (sluice run --destination <rule>)',
+  approval_timeout: 'answer the ask within ask.timeoutMs (sluice watch --ask), or add a destination rule for <rule> to the grant (sluice run --destination <rule>)',
   address_class_denied: 'allow it with allowAddressClasses: [<class>] on the grant (sluice run --allow-class <class>), or only its addresses with allowAddresses (--allow-address; sluice explain lists them)',
   address_self: 'nothing the grant can change: Sluice never connects to its own listeners, admin socket or metrics port',
   route_unsupported: 'nothing the grant can change: this build never answers it; report it if you see it',

@@ -20,6 +20,8 @@ export function socksReplyCode(reason: ReasonCode): number {
     case 'destination_malformed':
       return 0x08; // address type not supported
     case 'destination_not_granted':
+    case 'approval_denied':
+    case 'approval_timeout':
     case 'address_class_denied':
     case 'address_self':
     case 'route_unattested':

@@ -6,12 +6,15 @@ import { ProxyError, type ControlIssue, type ControlResult, type GrantView, type
 import { formatKeyPath, grantSpecSchema, resolveListen, type GrantSpec } from '../config/index.js';
 import type { GrantRecord, Ledger } from '../ledger/index.js';
 import type { OperationalLog } from '../audit/index.js';
+import type { AskRegistry } from './asks.js';
 import type { DedicatedListeners } from './dedicated-listeners.js';
 import type { GrantRegistry } from './grant-registry.js';
 
 export interface ControlDeps {
   readonly ledger: Ledger;
   readonly registry: GrantRegistry;
+  /** The asks of grants with `ask` (GET/POST /v1/asks); absent: none is ever pending. */
+  readonly asks?: AskRegistry | undefined;
   readonly dedicated: DedicatedListeners;
   /** Sluice's working directory: a relative `"listen": "unix:…"` resolves against it, as config's do. */
   readonly cwd: string;
@@ -69,6 +72,7 @@ export function toGrantView(record: GrantRecord, registry: GrantRegistry, listen
     allowAddressClasses: spec.allowAddressClasses,
     allowAddresses: spec.allowAddresses,
     requireAttestedAddress: spec.requireAttestedAddress,
+    ask: spec.ask === undefined ? null : { timeoutMs: spec.ask.timeoutMs },
     limits,
     issuedAt: record.issuedAt,
     expiresAt: expires === undefined ? null : expires instanceof Date ? expires.toISOString() : expires,
@@ -76,6 +80,23 @@ export function toGrantView(record: GrantRecord, registry: GrantRegistry, listen
     listen,
     usage: { activeConnections: active, connections: usage.connections, bytes: usage.bytes },
   };
+}
+
+/** POST /v1/asks/{id}: `{"decision":"allow"|"deny","scope":"once"|"grant"}`; the first answer wins. */
+function answerAsk(asks: AskRegistry | undefined, id: string, body: unknown): ControlResult<{ readonly ask: string; readonly decision: string; readonly scope: string }> {
+  const issues: ControlIssue[] = [];
+  const fields = typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : null;
+  if (fields === null) return fail(400, 'ask_answer_invalid', [{ path: '', message: 'expected {"decision":"allow"|"deny","scope":"once"|"grant"}' }]);
+  for (const key of Object.keys(fields)) if (key !== 'decision' && key !== 'scope') issues.push({ path: key, message: 'unknown field' });
+  const decision = fields['decision'];
+  const scope = fields['scope'] ?? 'once';
+  if (decision !== 'allow' && decision !== 'deny') issues.push({ path: 'decision', message: 'expected "allow" or "deny"' });
+  if (scope !== 'once' && scope !== 'grant') issues.push({ path: 'scope', message: 'expected "once" or "grant"' });
+  if (issues.length > 0) return fail(400, 'ask_answer_invalid', issues);
+  const result = asks?.answer(id, { decision: decision as 'allow' | 'deny', scope: scope as 'once' | 'grant' }) ?? 'not_found';
+  if (result === 'not_found') return fail(404, 'ask_not_found');
+  if (result === 'already_answered') return fail(409, 'ask_answered', [{ path: 'id', message: `${id} was already answered (or timed out); the first answer stands` }]);
+  return { ok: true, value: { ask: id, decision: decision as string, scope: scope as string } };
 }
 
 export function createControl(deps: ControlDeps): ProxyControl {
@@ -189,6 +210,8 @@ export function createControl(deps: ControlDeps): ProxyControl {
     forgetGrant: narrowing(forgetGrant),
     revokeGeneration: narrowing(revokeGeneration),
     rotateGrant: guarded(rotateGrant),
+    listAsks: () => deps.asks?.list() ?? [],
+    answerAsk: (id, body) => answerAsk(deps.asks, id, body),
     reload: deps.reload,
     readiness: deps.readiness,
     ledgerFresh: deps.ledgerFresh,

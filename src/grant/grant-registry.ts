@@ -72,6 +72,7 @@ export class GrantRegistry {
   private readonly attaching = new WeakMap<GrantConnection, Promise<Verdict<void>>>();
   private readonly expiry = new Map<string, NodeJS.Timeout>();
   private changes = 0;
+  private readonly endedListeners: ((id: string) => void)[] = [];
   /** Rotated grants whose previous token is still accepted, with when that ends (epoch ms). */
   private readonly graces = new Map<string, number>();
   /** The earliest of `graces` (Infinity: none), checked on every revision read; and its timer. */
@@ -186,6 +187,7 @@ export class GrantRegistry {
     let ended = 0;
     if (ids.length > 0) this.changes += 1;
     for (const id of ids) {
+      for (const listener of this.endedListeners) listener(id);
       this.grants.delete(id);
       this.tokens.delete(id);
       this.graces.delete(id);
@@ -197,10 +199,16 @@ export class GrantRegistry {
     return ended;
   }
 
+  /** Called with a grant's id when it is revoked, forgotten or dropped (asks.ts ends the hops held on its asks). */
+  onGrantEnded(listener: (id: string) => void): void {
+    this.endedListeners.push(listener);
+  }
+
   /** Marks a grant revoked (kept, so its token answers grant_revoked) and ends its connections now. */
   revoke(id: string): number {
     const grant = this.grants.get(id);
     if (grant === undefined) return 0;
+    for (const listener of this.endedListeners) listener(id);
     this.changes += 1;
     this.grants.set(id, { ...grant, revoked: true });
     this.clearExpiry(id);

@@ -16,6 +16,8 @@ export interface RuntimeGrant {
   readonly revoked: boolean;
   readonly limits: GrantLimits;
   readonly generation: string | null;
+  /** How long a destination no rule names is held on an ask; null: never asked, refused at once. */
+  readonly askTimeoutMs: number | null;
 }
 
 function expiresAtMs(value: string | Date | undefined): number | null {
@@ -44,6 +46,7 @@ export function compileGrant(id: string, spec: GrantSpec, revoked: boolean, self
       revoked,
       limits: spec.limits,
       generation: spec.generation ?? null,
+      askTimeoutMs: spec.ask?.timeoutMs ?? null,
     },
   };
 }

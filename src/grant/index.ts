@@ -7,3 +7,4 @@ export * from './admission.js';
 export * from './dedicated-listeners.js';
 export * from './control.js';
 export * from './shared-budgets.js';
+export * from './asks.js';

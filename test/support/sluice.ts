@@ -38,7 +38,7 @@ export const OWN_UID = process.geteuid?.() ?? 0;
 
 export async function startSluice(
   config: Record<string, unknown>,
-  options: { lookup?: LookupAll; env?: Record<string, string>; cwd?: string } & Pick<AppOptions, 'hostInterfaces' | 'hostRefreshMs' | 'gss' | 'log'> = {},
+  options: { lookup?: LookupAll; env?: Record<string, string>; cwd?: string } & Pick<AppOptions, 'hostInterfaces' | 'hostRefreshMs' | 'gss' | 'log' | 'events'> = {},
 ): Promise<TestSluice> {
   // Each instance gets its own state dir, so ledgers (revocations) never leak between tests. A config
   // that names its own state dir owns it (and removes it); none is made for it here.
@@ -63,6 +63,7 @@ export async function startSluice(
     ...(options.hostInterfaces === undefined ? {} : { hostInterfaces: options.hostInterfaces }),
     ...(options.hostRefreshMs === undefined ? {} : { hostRefreshMs: options.hostRefreshMs }),
     ...(options.gss === undefined ? {} : { gss: options.gss }),
+    ...(options.events === undefined ? {} : { events: options.events }),
   });
   const tcp = app.listeners.find((l) => !l.address.startsWith('unix:'));
   const port = tcp === undefined ? 0 : Number(tcp.address.slice(tcp.address.lastIndexOf(':') + 1));

@@ -1,9 +1,17 @@
-// The grant routes: issue, list, show and revoke through ProxyControl; a token leaves only in the issue answer.
+// The grant routes: issue, list, show and revoke through ProxyControl; a token leaves only in the issue
+// (and rotate) answer, never in the `grant` event each change publishes.
 import type { ControlIssue } from '../../core/index.js';
 import { MAX_ROTATION_GRACE_MS } from '../../ledger/index.js';
 import { controlFailureReply, errorReply, type AdminReply } from '../errors.js';
 import { parseGrantSpec } from '../grant-spec.js';
-import type { RouteAction } from '../router.js';
+import type { AdminRequest, RouteAction } from '../router.js';
+
+export type GrantAction = 'issue' | 'revoke' | 'forget' | 'rotate';
+
+/** A `grant` event for GET /v1/events, after the change took effect: ids and labels only, never a token. */
+export function publishGrantEvent(request: AdminRequest, action: GrantAction, grant: string, generation: string | null): void {
+  request.events?.publish('grant', { grant, generation }, { ts: new Date().toISOString(), action, grant, generation });
+}
 
 /** POST /v1/grants: validate, issue, and show the token this once. */
 export const issueGrant: RouteAction = async (control, request): Promise<AdminReply> => {
@@ -12,6 +20,7 @@ export const issueGrant: RouteAction = async (control, request): Promise<AdminRe
   const result = await control.issueGrant(parsed.spec);
   if (!result.ok) return controlFailureReply(result);
   const { id, token, grant } = result.value;
+  publishGrantEvent(request, 'issue', id, grant.generation);
   return { status: 201, body: { id, token, grant } };
 };
 
@@ -41,6 +50,7 @@ export const revokeGrant: RouteAction = async (control, request) => {
   if (control.getGrant(id) === undefined) return errorReply('grant_not_found');
   const result = await control.revokeGrant(id);
   if (!result.ok) return controlFailureReply(result);
+  publishGrantEvent(request, 'revoke', result.value.grant.id, result.value.grant.generation);
   return { status: 200, body: { revoked: result.value.grant, endedConnections: result.value.endedConnections } };
 };
 
@@ -48,6 +58,7 @@ export const revokeGrant: RouteAction = async (control, request) => {
 export const forgetGrant: RouteAction = async (control, request) => {
   const result = await control.forgetGrant(request.params['id'] ?? '');
   if (!result.ok) return controlFailureReply(result);
+  publishGrantEvent(request, 'forget', result.value.grant.id, result.value.grant.generation);
   return { status: 200, body: { forgotten: result.value.grant, endedConnections: result.value.endedConnections } };
 };
 
@@ -70,5 +81,6 @@ export const rotateGrant: RouteAction = async (control, request) => {
   const result = await control.rotateGrant(request.params['id'] ?? '', parsed.graceMs);
   if (!result.ok) return controlFailureReply(result);
   const { id, token, grant, previousTokenUntil, endedConnections } = result.value;
+  publishGrantEvent(request, 'rotate', id, grant.generation);
   return { status: 200, body: { id, token, grant, previousTokenUntil, endedConnections } };
 };

@@ -45,7 +45,7 @@ export function decideHop(rt: ProxyRuntime, hop: Hop, grant: RuntimeGrant, looku
   }
   if (!canonicalize()) return false;
   return decideDestination(rt, hop, grant).then((allowed) => {
-    if (allowed && lookup.stamp !== null) rt.hopCache.remember(lookup.key, hop, lookup.stamp);
+    if (allowed && lookup.stamp !== null && hop.askedBy === null && hop.rule?.startsWith('ask:') !== true) rt.hopCache.remember(lookup.key, hop, lookup.stamp);
     return allowed;
   });
 }

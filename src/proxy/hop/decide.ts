@@ -2,18 +2,20 @@
 // authorize the canonical destination, choose the route, then resolve, classify and pin. Nothing here
 // dials; `sluice explain` runs exactly these stages.
 import { authorize } from '../../authority/index.js';
-import { deny, ok, type LookupAnswer, type ReasonCode, type ResolvedAddress, type Verdict } from '../../core/index.js';
+import { deny, ok, wantedRule, type LookupAnswer, type ReasonCode, type ResolvedAddress, type Verdict } from '../../core/index.js';
 import { literalAnswer, pin, type Resolver } from '../../resolve/index.js';
 import type { RouteHop, RouteSelector } from '../../route/index.js';
 import type { MetricsSink } from '../../telemetry/index.js';
 import type { Hop } from './hop.js';
-import type { RuntimeGrant } from '../../grant/index.js';
+import type { AskRegistry, RuntimeGrant } from '../../grant/index.js';
 
 export interface DecideDeps {
   readonly resolver: Resolver;
   readonly routes: RouteSelector;
   readonly now: () => number;
   readonly metrics: MetricsSink;
+  /** Holds a hop to a destination no rule names, for a grant with `ask` (absent: never asked, as in sluice explain). */
+  readonly asks?: AskRegistry;
 }
 
 /** Returns true when the grant is usable now; otherwise records why on the hop. */
@@ -60,8 +62,16 @@ export async function decideDestination(deps: DecideDeps, hop: Hop, grant: Runti
   if (dest === null) return hop.fail('destination_malformed');
   const authorized = authorize(grant.authority, hop.kind, dest);
   hop.authorizeUs = hop.elapsedUs();
-  if (!authorized.ok) return hop.fail(authorized.reason, authorized.detail);
-  hop.rule = authorized.value.text;
+  // A miss of a grant that asks goes on through route, resolve and pin first: an address class the
+  // grant refuses is refused as ever, never asked about (issue 27). The ask is raised last, before dialing.
+  let askFor: string | null = null;
+  if (!authorized.ok) {
+    askFor = authorized.reason === 'destination_not_granted' && grant.askTimeoutMs !== null && deps.asks !== undefined ? wantedRule({ request: hop.kind, scheme: hop.scheme, canonical: dest.key }) : null;
+    if (askFor === null) return hop.fail(authorized.reason, authorized.detail);
+    const standing = deps.asks?.standingAnswer(grant.id, askFor);
+    if (standing === 'deny') return hop.fail('approval_denied', `${askFor} was denied for the grant’s life when asked`);
+    hop.rule = standing === 'allow' ? `ask:${askFor}` : null;
+  } else hop.rule = authorized.value.text;
 
   let resolution = deps.routes.resolvesFirst ? await resolveDestination(deps, hop, grant) : null;
   if (resolution !== null && !resolution.ok && isCapacityRefusal(resolution.reason)) return hop.fail(resolution.reason, resolution.detail);
@@ -100,5 +110,16 @@ export async function decideDestination(deps: DecideDeps, hop: Hop, grant: Runti
     if (candidates.length === 0) return hop.fail('route_unattested', `route ${route.value.label} lets an upstream proxy resolve the name`);
   }
   hop.routeHops = candidates;
+  if (askFor !== null && hop.rule === null && deps.asks !== undefined) return heldOnAsk(deps, deps.asks, hop, grant, askFor);
+  return true;
+}
+
+/** Holds the hop on the ask for `destination`; an allow goes on only while the grant is still live. */
+async function heldOnAsk(deps: DecideDeps, asks: AskRegistry, hop: Hop, grant: RuntimeGrant, destination: string): Promise<boolean> {
+  const outcome = await asks.raise(grant, destination);
+  hop.askedBy = outcome.ask;
+  if (!outcome.allowed) return hop.fail(outcome.reason, outcome.reason === 'grant_revoked' ? 'the grant was revoked while the hop waited on its ask' : `ask ${outcome.ask}`);
+  if (grant.expiresAtMs !== null && deps.now() >= grant.expiresAtMs) return hop.fail('grant_expired', 'the grant expired while the hop waited on its ask');
+  hop.rule = `ask:${outcome.ask}`;
   return true;
 }

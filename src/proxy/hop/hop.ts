@@ -17,6 +17,8 @@ export class Hop implements HopDecisionFacts, HopCloseFacts {
   reason: ReasonCode = 'granted';
   detail = '';
   rule: string | null = null;
+  /** The ask this hop was held on (grant `ask`), or null: an asked hop is never remembered by the hop cache. */
+  askedBy: string | null = null;
   addresses: readonly ClassifiedAddress[] = [];
   pinned: readonly PinnedAddress[] = [];
   dialed: PinnedAddress | null = null;

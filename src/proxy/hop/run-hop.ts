@@ -33,7 +33,7 @@ export class HopRun {
     hop.isDecided = true;
     hop.decidedAtMs = Date.now();
     try {
-      recordDecision(this.rt.audit, this.ctx, hop, this.rt.metrics);
+      recordDecision(this.rt.audit, this.ctx, hop, this.rt.metrics, this.rt.events);
     } catch (error) {
       // Decided all the same: what failed (the sink or a metric) must not change the hop's outcome.
       this.rt.log.error({ err: error, connection: this.ctx.id, hop: hop.index }, 'recording a decision failed');

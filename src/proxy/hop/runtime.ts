@@ -2,7 +2,7 @@
 import type { AuditSink, OperationalLog } from '../../audit/index.js';
 import type { DialOptions, UpstreamOptions } from '../../egress/index.js';
 import type { BoundUpstreams, PrincipalPools, RelayLimits } from '../../relay/index.js';
-import type { MetricsSink } from '../../telemetry/index.js';
+import type { EventRing, MetricsSink } from '../../telemetry/index.js';
 import type { DecideDeps } from './decide.js';
 import type { HopCache } from './hop-cache.js';
 import type { AuthThrottle, ConnectionGate, GrantRegistry, RuntimeGrant } from '../../grant/index.js';
@@ -30,6 +30,8 @@ export interface ProxyRuntime extends DecideDeps {
   readonly ledgerFresh: () => boolean;
   /** Allowed outcomes of repeated hops (ADR 0018). */
   readonly hopCache: HopCache;
+  /** The supervisor's event stream (GET /v1/events): decisions, asks, grant changes. */
+  readonly events: EventRing;
 }
 
 /** A grant's relay limits: its own idle timeout when it is shorter than the proxy's, never longer. */

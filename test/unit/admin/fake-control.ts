@@ -1,7 +1,7 @@
 // An in-memory ProxyControl for admin tests, plus a log capture and a raw HTTP client; never a real proxy.
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import type { ControlResult, GrantView, ProxyControl, ReloadOutcome } from '../../../src/core/index.js';
+import type { AskPending, ControlResult, GrantView, ProxyControl, ReloadOutcome } from '../../../src/core/index.js';
 
 type MutableGrant = { -readonly [K in keyof GrantView]: GrantView[K] };
 
@@ -32,6 +32,7 @@ export class FakeControl implements ProxyControl {
       allowAddressClasses: [],
       allowAddresses: [],
       requireAttestedAddress: false,
+      ask: null,
       limits: s.limits,
       issuedAt: '2026-01-01T00:00:00.000Z',
       expiresAt: typeof s.limits['expiresAt'] === 'string' ? s.limits['expiresAt'] : null,
@@ -85,6 +86,24 @@ export class FakeControl implements ProxyControl {
     this.issuedTokens.push(token);
     const previousTokenUntil = graceMs > 0 ? new Date(Date.parse('2026-01-01T00:00:00.000Z') + graceMs).toISOString() : null;
     return Promise.resolve({ ok: true, value: { id, token, grant: { ...grant }, previousTokenUntil, endedConnections: 0 } });
+  }
+
+  /** Pending asks GET /v1/asks lists; answerAsk removes one and remembers it (409 on a second answer). */
+  asks: AskPending[] = [];
+  answeredAsks = new Set<string>();
+
+  listAsks(): readonly AskPending[] {
+    return this.asks;
+  }
+
+  answerAsk(id: string, body: unknown): ControlResult<{ readonly ask: string; readonly decision: string; readonly scope: string }> {
+    const fields = (body ?? {}) as Record<string, unknown>;
+    if (fields['decision'] !== 'allow' && fields['decision'] !== 'deny') return { ok: false, status: 400, reason: 'ask_answer_invalid', issues: [{ path: 'decision', message: 'expected "allow" or "deny"' }] };
+    if (this.answeredAsks.has(id)) return { ok: false, status: 409, reason: 'ask_answered', issues: [] };
+    if (!this.asks.some((a) => a.ask === id)) return { ok: false, status: 404, reason: 'ask_not_found', issues: [] };
+    this.asks = this.asks.filter((a) => a.ask !== id);
+    this.answeredAsks.add(id);
+    return { ok: true, value: { ask: id, decision: String(fields['decision']), scope: String(fields['scope'] ?? 'once') } };
   }
 
   reload(): Promise<ControlResult<ReloadOutcome>> {

@@ -128,6 +128,7 @@ describe('formatGrantTable: the DESTINATIONS column', () => {
     allowAddressClasses: [],
     allowAddresses: [],
     requireAttestedAddress: false,
+    ask: null,
     limits: {},
     issuedAt: '2026-12-04T00:00:00.000Z',
     expiresAt: null,

@@ -14,7 +14,8 @@ import { closeRecordOf, recordClose, recordDecision } from '../../../../src/prox
 import { ConnectionContext } from '../../../../src/proxy/hop/connection-context.js';
 import { decisionOf } from '../../../../src/proxy/hop/decision.js';
 import { Hop } from '../../../../src/proxy/hop/hop.js';
-import { NoopMetrics } from '../../../../src/telemetry/index.js';
+import type { RuntimeGrant } from '../../../../src/grant/index.js';
+import { EventRing, NoopMetrics } from '../../../../src/telemetry/index.js';
 
 const TOKEN = 'tok-audit-hop-SECRET-0123';
 
@@ -117,6 +118,82 @@ describe('recordDecision', () => {
     hop.resolveUs = null;
     recordDecision(sink(), context(), hop, m);
     expect(m.dialSeconds).toHaveBeenCalledExactlyOnceWith(0.007);
+  });
+});
+
+describe('recordDecision: the decision event (GET /v1/events)', () => {
+  function watchedRing(): { ring: EventRing; seen: unknown[] } {
+    const ring = new EventRing(16);
+    const seen: unknown[] = [];
+    ring.subscribe((e) => void seen.push(e));
+    return { ring, seen };
+  }
+
+  it('builds no event while nobody watches', () => {
+    const ring = new EventRing(16);
+    recordDecision(sink(), context(), allowedHop(), new NoopMetrics(), ring);
+    expect(ring.lastId).toBe(0);
+  });
+
+  it('publishes an allowed CONNECT with its grant, generation and canonical destination as https://host:port', () => {
+    const { ring, seen } = watchedRing();
+    const ctx = context();
+    const hop = allowedHop();
+    hop.grant = { id: 'sandbox-a', generation: 'run-7' } as RuntimeGrant;
+    hop.decidedAtMs = Date.UTC(2026, 11, 4, 10, 0, 0, 123);
+    recordDecision(sink(), ctx, hop, new NoopMetrics(), ring);
+    expect(seen).toEqual([
+      {
+        id: 1,
+        kind: 'decision',
+        grant: 'sandbox-a',
+        generation: 'run-7',
+        data: {
+          ts: '2026-12-04T10:00:00.123Z',
+          decision: 'allow',
+          reason: 'granted',
+          grant: 'sandbox-a',
+          generation: 'run-7',
+          destination: 'https://api.example.test:443',
+          request: 'connect',
+          listener: 'shared',
+          connection: ctx.id,
+          hop: 4,
+          status: 200,
+        },
+      },
+    ]);
+  });
+
+  it('publishes a denial with its reason and status; an absolute-form request keeps its own scheme', () => {
+    const { ring } = watchedRing();
+    const hop = new Hop(2, 'forward', 'GET', 'http://other.test/');
+    const dest = canonicalize('other.test:80');
+    if (!dest.ok) throw new Error('bad authority');
+    hop.canonical = dest.value;
+    hop.scheme = 'http';
+    hop.principal = { grantId: 'sandbox-a', via: 'token' };
+    hop.fail('destination_not_granted');
+    recordDecision(sink(), context(), hop, new NoopMetrics(), ring);
+    expect(ring.since(0).events[0]?.data).toMatchObject({ decision: 'deny', reason: 'destination_not_granted', status: 403, destination: 'http://other.test:80', request: 'forward', grant: 'sandbox-a', generation: null });
+  });
+
+  it('a hop refused before its principal or target was known has null grant and destination, and never the target or a token', () => {
+    const { ring } = watchedRing();
+    const hop = new Hop(1, 'forward', 'GET', `http://user:${TOKEN}@a.test/?key=${TOKEN}`);
+    hop.fail('token_missing');
+    recordDecision(sink(), context(), hop, new NoopMetrics(), ring);
+    const event = ring.since(0).events[0];
+    expect(event).toMatchObject({ grant: null, generation: null, data: { grant: null, destination: null, reason: 'token_missing', status: 407 } });
+    expect(JSON.stringify(event)).not.toContain(TOKEN);
+  });
+
+  it('is published after the record is written', () => {
+    const { ring } = watchedRing();
+    const order: string[] = [];
+    ring.subscribe(() => void order.push('event'));
+    recordDecision({ write: () => void order.push('write'), flush: () => Promise.resolve() }, context(), allowedHop(), new NoopMetrics(), ring);
+    expect(order).toEqual(['write', 'event']);
   });
 });
 

@@ -12,7 +12,7 @@ import { Hop } from '../../../../src/proxy/hop/hop.js';
 import { writeSocketDenial } from '../../../../src/proxy/ingress/respond.js';
 import { HopRun, refuseHop, runHop, type Answer } from '../../../../src/proxy/hop/run-hop.js';
 import type { ProxyRuntime } from '../../../../src/proxy/hop/runtime.js';
-import { NoopMetrics } from '../../../../src/telemetry/index.js';
+import { EventRing, NoopMetrics } from '../../../../src/telemetry/index.js';
 import { waitFor } from '../../../support/wait.js';
 
 interface FakeRuntime {
@@ -20,17 +20,20 @@ interface FakeRuntime {
   readonly records: AuditRecordV1[];
   readonly errors: { obj: object; msg: string }[];
   readonly metrics: NoopMetrics;
+  readonly events: EventRing;
 }
 function runtime(): FakeRuntime {
   const records: AuditRecordV1[] = [];
   const errors: { obj: object; msg: string }[] = [];
   const metrics = new NoopMetrics();
+  const events = new EventRing(64);
   const rt = {
     audit: { write: (r: AuditRecordV1) => void records.push(r), flush: () => Promise.resolve() },
     metrics,
+    events,
     log: { info: () => undefined, warn: () => undefined, error: (obj: object, msg: string) => void errors.push({ obj, msg }) },
   };
-  return { rt: rt as unknown as ProxyRuntime, records, errors, metrics };
+  return { rt: rt as unknown as ProxyRuntime, records, errors, metrics, events };
 }
 const decisions = (records: AuditRecordV1[]): DecisionRecordV1[] => records.filter((r): r is DecisionRecordV1 => r.kind === 'decision');
 const closes = (records: AuditRecordV1[]): CloseRecordV1[] => records.filter((r): r is CloseRecordV1 => r.kind === 'close');
@@ -238,6 +241,30 @@ describe('runHop', () => {
       }, () => undefined);
     }
     expect(f.records.map((r) => `${r.kind}:${r.hop}`)).toEqual(['decision:1', 'close:1', 'decision:2', 'decision:3', 'close:3']);
+  });
+});
+
+describe('the decision event of a watched runtime', () => {
+  it('every hop publishes exactly one decision event, with its decision record, whatever path decided it', async () => {
+    const f = runtime();
+    f.events.subscribe(() => undefined);
+    const { ctx } = await pair();
+    const allowed = new Hop(ctx.nextHop(), 'connect', 'CONNECT', 'a.test:443');
+    await runHop(f.rt, ctx, allowed, async (run) => {
+      run.decide();
+      run.decide();
+    }, answers().answer);
+    await runHop(f.rt, ctx, new Hop(ctx.nextHop(), 'forward', 'GET', 'http://b.test/'), async () => {
+      throw new Error('stage fault');
+    }, answers().answer);
+    refuseHop(f.rt, ctx, new Hop(ctx.nextHop(), 'forward', 'GET', '/'), 'request_malformed', 'bad head', answers().answer);
+    const published = f.events.since(0).events.map((e) => [e.kind, e.data['hop'], e.data['reason']]);
+    expect(published).toEqual([
+      ['decision', 1, 'granted'],
+      ['decision', 2, 'internal_error'],
+      ['decision', 3, 'request_malformed'],
+    ]);
+    expect(decisions(f.records).map((d) => [d.hop, d.reason])).toEqual(published.map(([, hop, reason]) => [hop, reason]));
   });
 });
 
