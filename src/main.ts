@@ -290,7 +290,8 @@ const grantSpecOptions = (cmd: Command): Command =>
     .option('--generation <label>', 'generation label (revoke them together)')
     .option('--expires-at <iso8601>', 'expiry time')
     .option('--max-concurrent <n>', 'concurrent connections')
-    .option('--max-bytes <n>', 'bytes, both directions');
+    .option('--max-bytes <n>', 'bytes, both directions')
+    .option('--ask-timeout-ms <ms>', 'hold a destination no rule names and ask the supervisor (sluice watch --ask) for up to ms');
 grantSpecOptions(adminOptions(grant.command('issue').description('issue a grant; prints its id and token (shown only once)')))
   .option('--listen <address>', 'open a dedicated listener (unix:/path or 127.0.0.1:port)')
   .option('--spec <json>', 'the whole grant as JSON; flags override its fields')

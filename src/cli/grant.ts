@@ -31,6 +31,7 @@ export interface GrantIssueFlags {
   readonly expiresAt?: string | undefined;
   readonly maxConcurrent?: string | undefined;
   readonly maxBytes?: string | undefined;
+  readonly askTimeoutMs?: string | undefined;
   readonly listen?: string | undefined;
   /** A raw JSON spec; the other flags override its fields. */
   readonly json?: string | undefined;
@@ -205,6 +206,7 @@ export function parseGrantIssueOptions(opts: GrantIssueFlags): Record<string, un
   if (opts.maxConcurrent !== undefined) limits['maxConcurrent'] = parsePositiveInteger('--max-concurrent', opts.maxConcurrent);
   if (opts.maxBytes !== undefined) limits['maxBytes'] = parsePositiveInteger('--max-bytes', opts.maxBytes);
   if (Object.keys(limits).length > 0 || spec['limits'] !== undefined) spec['limits'] = limits;
+  if (opts.askTimeoutMs !== undefined) spec['ask'] = { timeoutMs: parsePositiveInteger('--ask-timeout-ms', opts.askTimeoutMs) };
   return spec;
 }
 

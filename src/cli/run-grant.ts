@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { callAdmin } from './grant.js';
+import { followRunDenials } from './run-summary.js';
 
 export interface RunGrantRequest {
   /** `unix:/path/admin.sock` or `http://host:port`. */
@@ -21,6 +22,8 @@ export interface RunGrant {
   readonly socket: string;
   /** Revokes and forgets the grant and removes its directory; resolves with an error message, or null. */
   revoke(): Promise<string | null>;
+  /** What the command was refused, to print when it ends; null when nothing was. */
+  refusals(): Promise<string | null>;
 }
 
 export type RunGrantResult = { readonly ok: true; readonly grant: RunGrant } | { readonly ok: false; readonly message: string };
@@ -66,7 +69,9 @@ async function issue(request: RunGrantRequest, dir: string, socket: string): Pro
         fs.rmSync(dir, { recursive: true, force: true });
       }
     };
-    return { ok: true, grant: { id, socket, revoke } };
+    // Followed from before the command starts, so its first refusal is told too.
+    const denials = await followRunDenials(request.admin, request.adminToken, id);
+    return { ok: true, grant: { id, socket, revoke, refusals: () => denials.finish() } };
   } catch (error) {
     return { ok: false, message: `cannot issue the run's grant: ${(error as Error).message}` };
   }

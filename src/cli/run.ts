@@ -98,6 +98,8 @@ export async function runConfined(options: RunOptions, io: RunIo): Promise<numbe
   } finally {
     const owned = grant as RunGrant | null;
     if (owned !== null) {
+      const refused = await owned.refusals();
+      if (refused !== null) io.stderr(refused);
       const revoked = await owned.revoke();
       if (revoked !== null) io.stderr(`sluice run: could not revoke the run's grant ${owned.id}: ${revoked}\n`);
     }

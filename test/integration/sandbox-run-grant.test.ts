@@ -150,6 +150,18 @@ describe.skipIf(skip !== null)('sluice run --destination: a grant for this run o
     await expectNoLiveGrant(grant.id);
   });
 
+  it('tells, when the command ends, what it was refused and the fix (the sandbox cannot read the audit file)', async () => {
+    const denied = `http://other.test:${origin.port}`;
+    const script = `curl -sS -m 5 -o /dev/null "$1/a"; curl -sS -m 5 -o /dev/null "$1/b"; curl -sS -m 5 -o /dev/null -w '%{http_code}' "$2/ok"; echo`;
+    const args = ['--destination', url, '--allow-class', 'loopback', '--admin', `unix:${admin}`, '--', '/bin/sh', '-c', script, 'run-summary', denied, url];
+    const r: RunResult = await startSluiceRun(args, { cwd: work, env: callerEnv(dir), timeoutMs: 30_000 }).result;
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('200');
+    expect(r.stderr).toContain(`sluice run: 2 requests were refused:\n  2x destination_not_granted http://other.test:${origin.port}\n      fix: add a destination rule for http://other.test:${origin.port} to the grant (sluice run --destination http://other.test:${origin.port})`);
+    // The allowed request is not in it.
+    expect(r.stderr).not.toContain(`allowed.test:${origin.port}`);
+  });
+
   it('revokes the grant when the command SIGKILLs itself, and exits 128+9', async () => {
     const { run, grant } = await startAndObserve(waitingCommand(`${url}/killed`, 'kill -9 $$'));
     fs.writeFileSync(path.join(work, 'go'), '');

@@ -71,15 +71,15 @@ export class AskPrompter {
     this.next();
   }
 
-  /** The ask was answered (by anyone): drop it from the queue, or close its open prompt. */
-  answered(askId: string): void {
+  /** The ask was answered (by anyone; `how` says how): drop it from the queue, or close its open prompt. */
+  answered(askId: string, how: string): void {
     this.remember(askId);
     const queued = this.queue.findIndex((a) => a.ask === askId);
     if (queued !== -1) this.queue.splice(queued, 1);
     if (this.current?.ask === askId) {
       this.current = null;
       this.clearPromptLine();
-      this.say(`ask ${askId}: answered elsewhere`);
+      this.say(`ask ${askId}: ${how}`);
       this.next();
     }
   }

@@ -46,20 +46,28 @@ function describe(event: WatchEvent, nowMs: number): [string, string | null, str
     }
     case 'ask':
       return ['ASK', YELLOW, [text(d['ask']), text(d['grant']), text(d['destination']), `(expires in ${expiresIn(d['expiresAt'], nowMs)})`]];
-    case 'ask_answered': {
-      const scope = d['scope'] === 'once' || d['scope'] === 'grant' ? ` ${d['scope'] === 'once' ? 'once' : 'for the grant'}` : '';
-      return ['ANSWERED', null, [text(d['ask']), `${text(d['decision'])}${scope} by ${text(d['answeredBy'])}`, text(d['grant']), text(d['destination'])]];
-    }
+    case 'ask_answered':
+      return ['ANSWERED', null, [text(d['ask']), howAnswered(d), text(d['grant']), text(d['destination'])]];
     case 'grant': {
       const generation = typeof d['generation'] === 'string' ? [`generation ${d['generation']}`] : [];
       return ['GRANT', null, [text(d['action']), text(d['grant']), ...generation]];
     }
     case 'gap':
+      // A restart gap has no ids: the events it lost were numbered by an earlier Sluice process.
+      if (d['from'] === null || d['from'] === undefined) return ['GAP', null, [`lost the events of an earlier Sluice process (${text(d['reason'])})`]];
       return ['GAP', null, [`lost events ${text(d['from'])}..${text(d['to'])} (${text(d['reason'])})`]];
     default:
       // A kind this watcher does not know yet (a newer Sluice): shown whole rather than dropped.
       return [printable(event.event.toUpperCase()), null, [JSON.stringify(d)]];
   }
+}
+
+/** `allow once by admin`, `deny for the grant by admin`, `timed out`, `deny (grant revoked)`. */
+export function howAnswered(d: Readonly<Record<string, unknown>>): string {
+  if (d['decision'] === 'timeout' || d['answeredBy'] === 'timeout') return 'timed out';
+  if (d['answeredBy'] === 'revoked') return `${text(d['decision'])} (grant revoked)`;
+  const scope = d['scope'] === 'once' ? ' once' : d['scope'] === 'grant' ? ' for the grant' : '';
+  return `${text(d['decision'])}${scope} by ${text(d['answeredBy'])}`;
 }
 
 /** `HH:MM:SS` in local time: of the event, or of now when the event has no valid `ts`. */

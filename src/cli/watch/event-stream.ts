@@ -16,7 +16,7 @@ export interface StreamRequest {
 /** How one connection ended: after the stream opened (200 `text/event-stream`), or before. */
 export type StreamEnd =
   | { readonly isOpened: true; readonly detail: string }
-  | { readonly isOpened: false; readonly isFatal: boolean; readonly detail: string };
+  | { readonly isOpened: false; readonly isFatal: boolean; readonly detail: string; readonly status?: number };
 
 /** How long the admin API has to answer with the stream's head; the stream itself has no deadline. */
 const HEAD_TIMEOUT_MS = 15_000;
@@ -59,7 +59,7 @@ export function followEventStream(req: StreamRequest, onOpen: () => void, onChun
       if (res.statusCode !== 200 || !/^text\/event-stream\b/i.test(type)) {
         // A 200 that is not an event stream is not Sluice's /v1/events: retrying will not change it.
         const isFatal = res.statusCode === 200 || isFatalStatus(res.statusCode ?? 0);
-        readError(res, (detail) => settle({ isOpened: false, isFatal, detail: `${address.where} answered ${detail}` }));
+        readError(res, (detail) => settle({ isOpened: false, isFatal, detail: `${address.where} answered ${detail}`, status: res.statusCode ?? 0 }));
         return;
       }
       isOpened = true;

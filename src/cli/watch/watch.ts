@@ -4,7 +4,7 @@
 import { Writable, type Readable } from 'node:stream';
 import { callAdmin } from '../grant.js';
 import { AskPrompter, type AskAnswer, type PendingAsk } from './ask-prompt.js';
-import { formatEventLine, formatJsonLine, type WatchEvent } from './event-line.js';
+import { formatEventLine, formatJsonLine, howAnswered, type WatchEvent } from './event-line.js';
 import { followEventStream, parseAdminAddress, type StreamEnd } from './event-stream.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
 
@@ -65,15 +65,20 @@ function usage(io: WatchIo, message: string): number {
   return EXIT_USAGE;
 }
 
-/** `/v1/events?grant=…&generation=…&kind=a,b`, or the bad flag. --ask adds the ask kinds it needs. */
+/**
+ * `/v1/events?grant=…&generation=…&kind=a,b`, or the bad flag. A gap passes every filter, so `gap` is
+ * accepted in --kind but never sent (the server knows no such filter); --ask adds the ask kinds it needs.
+ */
 export function eventsPath(args: WatchArgs): { value: string } | { error: string } {
   const query: string[] = [];
   if (args.grant !== undefined) query.push(`grant=${encodeURIComponent(args.grant)}`);
   if (args.generation !== undefined) query.push(`generation=${encodeURIComponent(args.generation)}`);
   if (args.kind !== undefined) {
-    const kinds = args.kind.split(',').map((k) => k.trim()).filter((k) => k !== '');
-    const unknown = kinds.filter((k) => !(WATCH_KINDS as readonly string[]).includes(k));
-    if (kinds.length === 0 || unknown.length > 0) return { error: `--kind ${args.kind}: expected a comma-separated list of ${WATCH_KINDS.join(', ')}` };
+    const named = args.kind.split(',').map((k) => k.trim()).filter((k) => k !== '');
+    const unknown = named.filter((k) => !(WATCH_KINDS as readonly string[]).includes(k));
+    if (named.length === 0 || unknown.length > 0) return { error: `--kind ${args.kind}: expected a comma-separated list of ${WATCH_KINDS.join(', ')}` };
+    const kinds = [...new Set(named.filter((k) => k !== 'gap'))];
+    if (kinds.length === 0) return { error: `--kind ${args.kind}: a gap always shows; name at least one other kind` };
     if (args.ask === true) for (const k of ['ask', 'ask_answered']) if (!kinds.includes(k)) kinds.push(k);
     query.push(`kind=${kinds.join(',')}`);
   }
@@ -88,6 +93,8 @@ class Watch {
   /** The newest numeric id printed: a repeat on the same connection is dropped. */
   private lastNumericId: number | null = null;
   private isFirstOnConnection = true;
+  /** A stream has opened once: later failures are reconnects, retried; before, the first failure ends the watch. */
+  private hasOpened = false;
   private readonly asks: AskPrompter | null;
 
   constructor(
@@ -123,19 +130,18 @@ class Watch {
     const signal = this.abort.signal;
     let failures = 0;
     let delayMs = this.backoff.initialMs;
-    let hasOpened = false;
     while (!signal.aborted) {
       const end = await this.connectOnce();
       if (signal.aborted) break;
       if (end.isOpened) {
-        hasOpened = true;
         failures = 0;
         delayMs = this.backoff.initialMs;
         this.io.stderr(`sluice watch: ${end.detail}; reconnecting in ${seconds(delayMs)}\n`);
-      } else if (end.isFatal || !hasOpened) {
+      } else if (end.isFatal || !this.hasOpened) {
         // At the start, or a refusal (token, filter, a Sluice without /v1/events): say so, as sluice grant does.
+        // A 400 is bad input (a filter the server refuses), never 1.
         this.io.stderr(`sluice watch: ${end.detail}\n`);
-        return EXIT_FAILED;
+        return end.status === 400 ? EXIT_USAGE : EXIT_FAILED;
       } else {
         failures += 1;
         delayMs = Math.min(this.backoff.initialMs * 2 ** failures, this.backoff.maxMs);
@@ -155,7 +161,11 @@ class Watch {
     this.isFirstOnConnection = true;
     return followEventStream(
       { admin: this.args.admin, adminToken: this.args.adminToken, path: this.path, lastEventId: this.lastEventId, signal: this.abort.signal },
-      () => void this.listPendingAsks(),
+      () => {
+        if (this.hasOpened) this.io.stderr('sluice watch: reconnected\n');
+        this.hasOpened = true;
+        void this.listPendingAsks();
+      },
       (chunk) => {
         const events = parser.push(chunk);
         this.lastEventId = parser.lastEventId;
@@ -171,7 +181,8 @@ class Watch {
       if (this.lastNumericId !== null && id <= this.lastNumericId) {
         if (!this.isFirstOnConnection) return;
         // The first event of a new connection went back: this Sluice restarted and its ids began again.
-        this.io.stderr(`sluice watch: event ids restarted at ${id} (was ${this.lastNumericId}): Sluice restarted; events in between may be lost\n`);
+        // Sluice says so with a restart gap (shown as its own line); another server may not.
+        if (sse.event !== 'gap') this.io.stderr(`sluice watch: event ids restarted at ${id} (was ${this.lastNumericId}): Sluice restarted; events in between may be lost\n`);
       }
       this.isFirstOnConnection = false;
       this.lastNumericId = id;
@@ -200,7 +211,7 @@ class Watch {
       const ask = pendingAsk(d);
       if (ask !== null) this.asks.offer(ask);
     } else if (event.event === 'ask_answered' && askId(d['ask']) !== null) {
-      this.asks.answered(askId(d['ask']) ?? '');
+      this.asks.answered(askId(d['ask']) ?? '', d['answeredBy'] === 'admin' ? 'answered elsewhere' : howAnswered(d));
     } else if (event.event === 'gap') {
       // Lost events may have held asks: the list of pending ones has them.
       void this.listPendingAsks();

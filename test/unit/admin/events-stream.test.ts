@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { adminTokenSha256, startAdminServer, type AdminServer } from '../../../src/admin/index.js';
 import { EVENT_STREAM_LIMITS, EventStream, parseEventsRequest, type EventStreamLimits, type EventsRequest } from '../../../src/admin/events-stream.js';
 import { isUnixSocketAlive } from '../../../src/egress/index.js';
-import { EventRing } from '../../../src/telemetry/index.js';
+import { DEFAULT_EVENT_RING_CAPACITY, EventRing } from '../../../src/telemetry/index.js';
 import { readDoc } from '../../architecture/markdown.js';
 import { openSse, openStream, type SseEvent, type SseStream } from '../../support/sse-client.js';
 import { waitUntil } from '../../support/wait.js';
@@ -311,6 +311,11 @@ describe('GET /v1/events on the admin server', () => {
     const doc = readDoc('docs/admin-api.md');
     expect(doc).toMatch(/^### `GET \/v1\/events`/m);
     expect(doc).toContain('curl -N --unix-socket');
+    // The numbers the section promises are the ones the code holds.
+    const section = doc.slice(doc.indexOf('### `GET /v1/events`'));
+    expect(section).toContain(`the newest ${DEFAULT_EVENT_RING_CAPACITY.toLocaleString('en-US')} events`);
+    expect(section).toContain(`at most ${EVENT_STREAM_LIMITS.maxQueuedEvents.toLocaleString('en-US')} of them or ${EVENT_STREAM_LIMITS.maxQueuedBytes / 1024 / 1024} MiB`);
+    expect(section).toContain(`every ${EVENT_STREAM_LIMITS.keepAliveMs / 1000} seconds`);
   });
 
   it('answers 405 with Allow: GET to another method, and 400 for a bad filter or Last-Event-ID, as JSON', async () => {

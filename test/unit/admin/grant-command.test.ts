@@ -37,6 +37,14 @@ async function sluiceGrant(args: Omit<GrantCommandArgs, 'admin'> & { admin?: str
   return { code, stdout, stderr };
 }
 
+describe('sluice grant issue --ask-timeout-ms', () => {
+  it('asks for the grant: ask.timeoutMs, a positive integer, else a usage error', () => {
+    expect(parseGrantIssueOptions({ destination: ['https://a.test'], askTimeoutMs: '30000' })).toMatchObject({ ask: { timeoutMs: 30000 } });
+    expect(parseGrantIssueOptions({ destination: ['https://a.test'] })).not.toHaveProperty('ask');
+    expect(() => parseGrantIssueOptions({ askTimeoutMs: 'soon' })).toThrow(/--ask-timeout-ms/);
+  });
+});
+
 describe('sluice grant over the admin socket', () => {
   it('issue prints the id and the token once; list and show print neither the token', async () => {
     const spec = parseGrantIssueOptions({ destination: ['https://api.github.com', 'https://*.githubusercontent.com'], generation: 'run-7', maxConcurrent: '8' });

@@ -47,11 +47,26 @@ describe('formatEventLine', () => {
     [
       'an ask that timed out',
       { id: 7, event: 'ask_answered', data: { ts: at, ask: 'a-2', grant: 'g-1', destination: 'https://x.test:443', decision: 'timeout', scope: null, answeredBy: 'timeout' } },
-      '09:59:58  ANSWERED  a-2  timeout by timeout  g-1  https://x.test:443\n',
+      '09:59:58  ANSWERED  a-2  timed out  g-1  https://x.test:443\n',
+    ],
+    [
+      'an ask ended by a revoke',
+      { id: 8, event: 'ask_answered', data: { ts: at, ask: 'a-3', grant: 'g-1', destination: 'https://x.test:443', decision: 'deny', scope: null, answeredBy: 'revoked' } },
+      '09:59:58  ANSWERED  a-3  deny (grant revoked)  g-1  https://x.test:443\n',
+    ],
+    [
+      'an ask denied once',
+      { id: 9, event: 'ask_answered', data: { ts: at, ask: 'a-4', grant: 'g-1', destination: 'https://x.test:443', decision: 'deny', scope: 'once', answeredBy: 'admin' } },
+      '09:59:58  ANSWERED  a-4  deny once by admin  g-1  https://x.test:443\n',
     ],
     ['a grant revoked', { id: 8, event: 'grant', data: { ts: at, action: 'revoke', grant: 'g-1', generation: 'run-7' } }, '09:59:58  GRANT     revoke  g-1  generation run-7\n'],
     ['a grant issued without a generation', { id: 9, event: 'grant', data: { ts: at, action: 'issue', grant: 'g-2', generation: null } }, '09:59:58  GRANT     issue  g-2\n'],
     ['a gap (no ts: the time is now)', { id: null, event: 'gap', data: { from: 5, to: 9, reason: 'slow_reader' } }, '10:00:00  GAP       lost events 5..9 (slow_reader)\n'],
+    [
+      "a restart gap (the ids lost were an earlier process's)",
+      { id: 0, event: 'gap', data: { from: null, to: null, reason: 'restart' } },
+      '10:00:00  GAP       lost the events of an earlier Sluice process (restart)\n',
+    ],
     ['a kind this watcher does not know', { id: 10, event: 'budget', data: { ts: at, grant: 'g-1' } }, '09:59:58  BUDGET    {"ts":"2026-12-05T09:59:58.250Z","grant":"g-1"}\n'],
   ])('%s', (_name, event, line) => {
     expect(formatEventLine(event, plain)).toBe(line);

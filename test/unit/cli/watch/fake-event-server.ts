@@ -39,6 +39,8 @@ export class FakeEventServer extends EventEmitter {
   eventsReply: ScriptedReply | null = null;
   /** The bearer token every request must carry, or null for none. */
   token: string | null = null;
+  /** As Sluice does: a Last-Event-ID above the newest id opens the stream with `id: 0` and a restart gap. */
+  sendsRestartGap = true;
   private readonly streams = new Set<http.ServerResponse>();
   private nextId = 1;
 
@@ -192,6 +194,7 @@ export class FakeEventServer extends EventEmitter {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
     res.write(': keep-alive\n\n');
     const after = Number(req.headers['last-event-id'] ?? 0);
+    if (this.sendsRestartGap && after > this.nextId - 1) res.write(frame({ id: 0, event: 'gap', data: { from: null, to: null, reason: 'restart' } }));
     for (const event of this.published) if ((event.id ?? 0) > after) res.write(frame(event));
     this.streams.add(res);
     res.on('close', () => this.streams.delete(res));

@@ -94,7 +94,8 @@ const decision = (n: number): Record<string, unknown> => ({
 
 describe('sluice watch: the stream', () => {
   it('sends the filters in the query string and prints each event as one --json line', async () => {
-    const w = watch({ json: true, grant: 'g 1', generation: 'run/7', kind: 'decision, ask' });
+    // `gap` passes every filter: accepted in --kind, never sent.
+    const w = watch({ json: true, grant: 'g 1', generation: 'run/7', kind: 'decision, ask,gap,ask' });
     await server.waitForStream(1);
     const request = server.streamRequests[0];
     expect(request?.url).toBe('/v1/events?grant=g%201&generation=run%2F7&kind=decision,ask');
@@ -148,10 +149,27 @@ describe('sluice watch: the stream', () => {
     await untilLines(w, 6);
     expect(await w.stop()).toBe(0);
     expect(lines(w.out()).map((l) => (JSON.parse(l) as { id: number }).id)).toEqual([1, 2, 3, 4, 5, 6]);
-    expect(w.err()).toMatch(/^sluice watch: the stream (ended|was cut)[^\n]*; reconnecting in 2 ms\n$/);
+    expect(w.err()).toMatch(/^sluice watch: the stream (ended|was cut)[^\n]*; reconnecting in 2 ms\nsluice watch: reconnected\n$/);
   });
 
-  it('prints the events of a restarted Sluice whose ids begin again, with a notice', async () => {
+  it("prints a restarted Sluice's restart gap and its events, whose ids begin again", async () => {
+    const w = watch({ json: true });
+    await server.waitForStream(1);
+    for (let n = 1; n <= 3; n++) server.publish('decision', decision(n));
+    await untilLines(w, 3);
+    server.restart();
+    await server.waitForStream(2);
+    expect(server.streamRequests[1]?.headers['last-event-id']).toBe('3');
+    server.publish('decision', decision(10));
+    await untilLines(w, 5);
+    expect(await w.stop()).toBe(0);
+    const printed = lines(w.out()).map((l) => JSON.parse(l) as { id: number; event: string });
+    expect(printed.map((e) => `${e.id} ${e.event}`)).toEqual(['1 decision', '2 decision', '3 decision', '0 gap', '1 decision']);
+    expect(w.err()).not.toContain('restarted');
+  });
+
+  it('prints the events of a server whose ids begin again without a gap, with a notice', async () => {
+    server.sendsRestartGap = false;
     const w = watch({ json: true });
     await server.waitForStream(1);
     for (let n = 1; n <= 3; n++) server.publish('decision', decision(n));
@@ -237,9 +255,17 @@ describe('sluice watch: refusals and usage', () => {
     expect(w.err()).toContain('answered 404 not_found');
   });
 
+  it('exits 2 when the admin API refuses a filter (400: bad input, never 1)', async () => {
+    server.eventsReply = { status: 400, body: { error: 'grant_id_invalid' } };
+    const w = watch({ grant: 'no spaces allowed' });
+    expect(await withTimeout(w.done, 5000, 'watch ended')).toBe(2);
+    expect(w.err()).toBe(`sluice watch: the admin socket at ${server.socketPath} answered 400 grant_id_invalid\n`);
+  });
+
   it.each<[string, Partial<WatchArgs>, boolean, RegExp]>([
     ['an unknown kind', { kind: 'decision,bogus' }, false, /--kind decision,bogus: expected a comma-separated list of decision, ask, ask_answered, grant, gap/],
     ['an empty kind list', { kind: ',' }, false, /--kind ,: expected/],
+    ['a kind list of gap alone', { kind: 'gap' }, false, /--kind gap: a gap always shows; name at least one other kind/],
     ['an admin address that is neither unix: nor http:', { admin: 'ftp://x' }, false, /--admin ftp:\/\/x: expected unix:\/path or http:\/\/host:port/],
     ['--ask without a terminal', { ask: true }, false, /--ask needs a terminal/],
   ])('exits 2 on %s, before connecting', async (_name, args, isStdinTty, message) => {
@@ -308,7 +334,11 @@ describe('sluice watch --ask (a scripted terminal)', () => {
     server.publish('ask', ask('a-5', 'five.test'));
     await untilPrompt(w, promptFor('five.test'));
     server.publish('ask_answered', { ts: TS, ask: 'a-5', grant: 'g-1', destination: 'https://five.test:443', decision: 'timeout', scope: null, answeredBy: 'timeout' });
-    await untilPrompt(w, 'ask a-5: answered elsewhere');
+    await untilPrompt(w, 'ask a-5: timed out');
+    server.publish('ask', ask('a-7', 'seven.test'));
+    await untilPrompt(w, promptFor('seven.test'));
+    server.publish('ask_answered', { ts: TS, ask: 'a-7', grant: 'g-1', destination: 'https://seven.test:443', decision: 'allow', scope: 'once', answeredBy: 'admin' });
+    await untilPrompt(w, 'ask a-7: answered elsewhere');
 
     // A replayed ask is not asked again; the next new one is.
     server.publish('ask', ask('a-1', 'one.test'));
@@ -324,7 +354,7 @@ describe('sluice watch --ask (a scripted terminal)', () => {
     expect(count(w.prompt(), promptFor('one.test'))).toBe(1);
     // stdout holds the event lines only; prompts and outcomes are on the prompt's stream.
     expect(lines(w.out()).every((l) => /^\d\d:\d\d:\d\d {2}(ASK|ANSWERED) /.test(l))).toBe(true);
-    expect(lines(w.out())).toHaveLength(9);
+    expect(lines(w.out())).toHaveLength(11);
   });
 
   it('asks again after a gap for what the lost events may have held (GET /v1/asks)', async () => {
