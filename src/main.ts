@@ -307,12 +307,14 @@ adminOptions(grant.command('rotate').description('give a run-time grant a new to
 
 async function runWatch(options: Record<string, unknown>): Promise<void> {
   const { runWatchCommand } = await import('./cli/index.js');
+  const isAsk = options['ask'] === true;
   // A reader that went away (`sluice watch | head`) ends the watch, quietly.
   process.stdout.on('error', (error: NodeJS.ErrnoException) => {
     if (error.code !== 'EPIPE') throw error;
+    // --ask put the terminal in raw mode (readline): give it back as it was.
+    if (isAsk && process.stdin.isTTY) process.stdin.setRawMode(false);
     process.exit(0);
   });
-  const isAsk = options['ask'] === true;
   const noColor = process.env['NO_COLOR'];
   process.exitCode = await runWatchCommand(
     {

@@ -3,6 +3,7 @@
 // supervisor, the timeout, a revoke) leaves the queue, or closes its open prompt. Never answers by itself.
 import readline from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
+import { printable } from './event-line.js';
 
 /** What a pending ask shows: from an `ask` event's data, or from GET /v1/asks. */
 export interface PendingAsk {
@@ -123,7 +124,7 @@ export class AskPrompter {
     const ask = this.queue.shift();
     if (ask === undefined) return;
     this.current = ask;
-    this.rl.setPrompt(`allow ${ask.destination} for grant ${ask.grant}? [o]nce / [g]rant / [d]eny once / [D]eny for grant / [s]kip: `);
+    this.rl.setPrompt(printable(`allow ${ask.destination} for grant ${ask.grant}? [o]nce / [g]rant / [d]eny once / [D]eny for grant / [s]kip: `));
     this.rl.prompt();
   }
 
@@ -164,8 +165,9 @@ export class AskPrompter {
     }
   }
 
+  /** One line on the prompt's stream; what the stream or the admin API sent never reaches the terminal raw. */
   private say(line: string): void {
-    this.options.output.write(`${line}\n`);
+    this.options.output.write(`${printable(line)}\n`);
   }
 
   private clearPromptLine(): void {

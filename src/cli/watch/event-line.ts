@@ -53,8 +53,8 @@ function describe(event: WatchEvent, nowMs: number): [string, string | null, str
       return ['GRANT', null, [text(d['action']), text(d['grant']), ...generation]];
     }
     case 'gap':
-      // A restart gap has no ids: the events it lost were numbered by an earlier Sluice process.
-      if (d['from'] === null || d['from'] === undefined) return ['GAP', null, [`lost the events of an earlier Sluice process (${text(d['reason'])})`]];
+      // A restart gap has no ids: the events it lost were numbered by an earlier run of Sluice.
+      if (d['from'] === null || d['from'] === undefined) return ['GAP', null, [`lost the events from before Sluice restarted (${text(d['reason'])})`]];
       return ['GAP', null, [`lost events ${text(d['from'])}..${text(d['to'])} (${text(d['reason'])})`]];
     default:
       // A kind this watcher does not know yet (a newer Sluice): shown whole rather than dropped.

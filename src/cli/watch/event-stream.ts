@@ -77,8 +77,8 @@ export function followEventStream(req: StreamRequest, onOpen: () => void, onChun
     });
     request.once('error', (error: NodeJS.ErrnoException) => {
       clearTimeout(headTimer);
-      const detail = describeRequestError(error, address.where);
-      settle(isOpened ? { isOpened, detail } : { isOpened, isFatal: false, detail });
+      if (isOpened) settle({ isOpened, detail: `the stream was cut (${error.message})` });
+      else settle({ isOpened, isFatal: false, detail: describeRequestError(error, address.where) });
     });
     request.once('close', () => {
       clearTimeout(headTimer);

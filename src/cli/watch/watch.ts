@@ -4,7 +4,7 @@
 import { Writable, type Readable } from 'node:stream';
 import { callAdmin } from '../grant.js';
 import { AskPrompter, type AskAnswer, type PendingAsk } from './ask-prompt.js';
-import { formatEventLine, formatJsonLine, howAnswered, type WatchEvent } from './event-line.js';
+import { formatEventLine, formatJsonLine, howAnswered, printable, type WatchEvent } from './event-line.js';
 import { followEventStream, parseAdminAddress, type StreamEnd } from './event-stream.js';
 import { SseParser, type SseEvent } from './sse-parser.js';
 
@@ -136,20 +136,20 @@ class Watch {
       if (end.isOpened) {
         failures = 0;
         delayMs = this.backoff.initialMs;
-        this.io.stderr(`sluice watch: ${end.detail}; reconnecting in ${seconds(delayMs)}\n`);
+        this.warn(`${end.detail}; reconnecting in ${seconds(delayMs)}`);
       } else if (end.isFatal || !this.hasOpened) {
         // At the start, or a refusal (token, filter, a Sluice without /v1/events): say so, as sluice grant does.
         // A 400 is bad input (a filter the server refuses), never 1.
-        this.io.stderr(`sluice watch: ${end.detail}\n`);
+        this.warn(end.detail);
         return end.status === 400 ? EXIT_USAGE : EXIT_FAILED;
       } else {
         failures += 1;
         delayMs = Math.min(this.backoff.initialMs * 2 ** failures, this.backoff.maxMs);
         if (failures >= MAX_RECONNECT_FAILURES) {
-          this.io.stderr(`sluice watch: gave up after ${failures} failed reconnects to ${this.args.admin}: ${end.detail}\n`);
+          this.warn(`gave up after ${failures} failed reconnects to ${this.args.admin}: ${end.detail}`);
           return EXIT_FAILED;
         }
-        this.io.stderr(`sluice watch: ${end.detail}; reconnecting in ${seconds(delayMs)} (${failures}/${MAX_RECONNECT_FAILURES})\n`);
+        this.warn(`${end.detail}; reconnecting in ${seconds(delayMs)} (${failures}/${MAX_RECONNECT_FAILURES})`);
       }
       await sleep(delayMs, signal);
     }
@@ -162,7 +162,7 @@ class Watch {
     return followEventStream(
       { admin: this.args.admin, adminToken: this.args.adminToken, path: this.path, lastEventId: this.lastEventId, signal: this.abort.signal },
       () => {
-        if (this.hasOpened) this.io.stderr('sluice watch: reconnected\n');
+        if (this.hasOpened) this.warn('reconnected');
         this.hasOpened = true;
         void this.listPendingAsks();
       },
@@ -182,7 +182,7 @@ class Watch {
         if (!this.isFirstOnConnection) return;
         // The first event of a new connection went back: this Sluice restarted and its ids began again.
         // Sluice says so with a restart gap (shown as its own line); another server may not.
-        if (sse.event !== 'gap') this.io.stderr(`sluice watch: event ids restarted at ${id} (was ${this.lastNumericId}): Sluice restarted; events in between may be lost\n`);
+        if (sse.event !== 'gap') this.warn(`event ids restarted at ${id} (was ${this.lastNumericId}): Sluice restarted; events in between may be lost`);
       }
       this.isFirstOnConnection = false;
       this.lastNumericId = id;
@@ -194,7 +194,7 @@ class Watch {
       data = undefined;
     }
     if (typeof data !== 'object' || data === null || Array.isArray(data)) {
-      this.io.stderr(`sluice watch: event ${sse.id === '' ? '(no id)' : sse.id} (${sse.event}): data is not a JSON object; skipped\n`);
+      this.warn(`${sse.event} event${sse.hasOwnId ? ` ${sse.id}` : ''}: data is not a JSON object; skipped`);
       return;
     }
     const event: WatchEvent = { id, event: sse.event, data: data as Record<string, unknown> };
@@ -227,7 +227,7 @@ class Watch {
     }));
     if (listed.status !== 200) {
       const error = (listed.body as { error?: unknown } | null)?.error;
-      this.io.stderr(`sluice watch: cannot list the pending asks (${listed.status === 0 ? '' : `${listed.status} `}${typeof error === 'string' ? error : 'error'}); prompting for new ones only\n`);
+      this.warn(`cannot list the pending asks (${listed.status === 0 ? '' : `${listed.status} `}${typeof error === 'string' ? error : 'error'}); prompting for new ones only`);
       return;
     }
     const asks = (listed.body as { asks?: unknown } | null)?.asks;
@@ -235,6 +235,11 @@ class Watch {
       const ask = typeof item === 'object' && item !== null ? pendingAsk(item as Record<string, unknown>) : null;
       if (ask !== null) this.asks.offer(ask);
     }
+  }
+
+  /** A notice on stderr; what the stream or the admin API sent (an id, an error code) never reaches the terminal raw. */
+  private warn(message: string): void {
+    this.io.stderr(`sluice watch: ${printable(message)}\n`);
   }
 
   private postAnswer(ask: string, answer: AskAnswer): Promise<{ status: number; body: unknown }> {

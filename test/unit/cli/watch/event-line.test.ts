@@ -65,7 +65,7 @@ describe('formatEventLine', () => {
     [
       "a restart gap (the ids lost were an earlier process's)",
       { id: 0, event: 'gap', data: { from: null, to: null, reason: 'restart' } },
-      '10:00:00  GAP       lost the events of an earlier Sluice process (restart)\n',
+      '10:00:00  GAP       lost the events from before Sluice restarted (restart)\n',
     ],
     ['a kind this watcher does not know', { id: 10, event: 'budget', data: { ts: at, grant: 'g-1' } }, '09:59:58  BUDGET    {"ts":"2026-12-05T09:59:58.250Z","grant":"g-1"}\n'],
   ])('%s', (_name, event, line) => {

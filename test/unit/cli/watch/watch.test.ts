@@ -131,6 +131,32 @@ describe('sluice watch: the stream', () => {
     expect(await w.stop()).toBe(0);
   });
 
+  it('skips an event whose data is not a JSON object, saying so, and goes on', async () => {
+    const w = watch({ json: true });
+    await server.waitForStream(1);
+    server.writeRaw('event: decision\ndata: not json\n\nid: 70\nevent: grant\ndata: [1]\n\n');
+    // The fake's own ids start at 1, below the skipped event's 70: published from 71 on.
+    for (let n = 1; n <= 71; n++) server.publish('decision', decision(n));
+    await untilLines(w, 1);
+    expect(await w.stop()).toBe(0);
+    expect(lines(w.out()).map((l) => (JSON.parse(l) as { id: number }).id)).toEqual([71]);
+    expect(w.err()).toBe('sluice watch: decision event: data is not a JSON object; skipped\nsluice watch: grant event 70: data is not a JSON object; skipped\n');
+  });
+
+  it('cuts a stream whose event outgrows the bound, and reconnects', async () => {
+    const w = watch({ json: true });
+    await server.waitForStream(1);
+    server.publish('decision', decision(1));
+    await untilLines(w, 1);
+    server.writeRaw(`id: 2\nevent: decision\ndata: ${'x'.repeat(1024 * 1024 + 1)}`);
+    await server.waitForStream(2);
+    expect(server.streamRequests[1]?.headers['last-event-id']).toBe('1');
+    server.publish('decision', decision(3));
+    await untilLines(w, 2);
+    expect(await w.stop()).toBe(0);
+    expect(w.err()).toContain('sluice watch: the stream was cut (an event of the stream is larger than 1048576 characters); reconnecting in 2 ms\n');
+  });
+
   it('resumes after a cut with Last-Event-ID: every event once, none doubled', async () => {
     const w = watch({ json: true });
     await server.waitForStream(1);
@@ -355,6 +381,19 @@ describe('sluice watch --ask (a scripted terminal)', () => {
     // stdout holds the event lines only; prompts and outcomes are on the prompt's stream.
     expect(lines(w.out()).every((l) => /^\d\d:\d\d:\d\d {2}(ASK|ANSWERED) /.test(l))).toBe(true);
     expect(lines(w.out())).toHaveLength(11);
+  });
+
+  it('never sends the terminal a control character from the stream or the admin API, in a prompt or an outcome', async () => {
+    server.askReplies.set('a\u001b[2J', { status: 500, body: { error: 'oops\u0007\u001b]0;title\u0007' } });
+    const w = watch({ ask: true }, { isStdinTty: true });
+    await server.waitForStream(1);
+    server.publish('ask', { ...ask('a\u001b[2J', 'x.test'), grant: 'g-1\u009b31m' });
+    await untilPrompt(w, 'allow https://x.test:443 for grant g-1\\x9b31m? [o]nce');
+    w.stdin.write('o\n');
+    await server.waitForAnswer(1);
+    await untilPrompt(w, 'ask a\\x1b[2J: not answered: 500 oops\\x07\\x1b]0;title\\x07');
+    expect(await w.stop()).toBe(0);
+    expect(w.prompt() + w.out() + w.err()).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
   });
 
   it('asks again after a gap for what the lost events may have held (GET /v1/asks)', async () => {
