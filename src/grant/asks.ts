@@ -6,7 +6,7 @@
 // revoked, forgotten or removed grant ends its asks at once (grant_revoked) and forgets its standing
 // answers. Answers kept for a grant's life live in this instance's memory, never in the ledger.
 import { randomBytes } from 'node:crypto';
-import type { ReasonCode } from '../core/index.js';
+import type { AskPending, ReasonCode } from '../core/index.js';
 import type { EventRing } from '../telemetry/index.js';
 import type { RuntimeGrant } from './grant-table.js';
 
@@ -21,16 +21,8 @@ export interface AskAnswer {
 /** What a held hop learns: go on (and under which ask), or the reason it is refused. */
 export type AskOutcome = { readonly allowed: true; readonly ask: string; readonly scope: AskScope } | { readonly allowed: false; readonly ask: string; readonly reason: ReasonCode };
 
-export interface AskView {
-  readonly ask: string;
-  readonly grant: string;
-  readonly generation: string | null;
-  readonly destination: string;
-  readonly raisedAt: string;
-  readonly expiresAt: string;
-  /** Hops held on it now. */
-  readonly waiting: number;
-}
+/** A pending ask as the admin API shows it (GET /v1/asks). */
+export type AskView = AskPending;
 
 export type AnswerResult = 'answered' | 'already_answered' | 'not_found';
 
