@@ -338,9 +338,15 @@ describe('soak: 1,000 concurrent tunnels', () => {
 
     const cold = memory();
     const coldResources: ResourceCounts = resourceCounts();
-    const warm = await runMix(sluice.port, target, plan.tunnels, WARMUP_MS, sluice);
-    expect(warm.errors, 'warm-up errors').toEqual([]);
-    await settle('warm-up drained');
+    // The baseline is taken once the warm-up has held the whole mix at once: on a loaded machine 3 s may
+    // not open every tunnel, and a baseline below the working size counted the allocator's arenas
+    // reaching it as soak growth (Node 24 in CI: warm 255 MiB, after 349; alone: warm 336, after 340).
+    for (let round = 1; ; round += 1) {
+      const warm = await runMix(sluice.port, target, plan.tunnels, WARMUP_MS, sluice);
+      expect(warm.errors, 'warm-up errors').toEqual([]);
+      await settle('warm-up drained');
+      if (warm.livePeak >= plan.tunnels || round === 3) break;
+    }
     const baseline = memory();
     const baselineResources: ResourceCounts = resourceCounts();
 
