@@ -1,5 +1,6 @@
 // The composition root: builds every module from the frozen config and wires them through ports.
 // The only file that knows every module; it touches no process globals (main.ts passes env and cwd).
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import path from 'node:path';
 import { ProxyError, type ControlResult, type LookupAll, type LookupAnswer, type ProxyControl, type ReloadOutcome } from './core/index.js';
@@ -325,11 +326,18 @@ async function openSharedStore(config: Config, env: AppOptions['env']): Promise<
 /** Changes other instances made reach the grants in force here: a revocation ends live connections at once. */
 async function startFleetSync(ledger: Ledger, store: RedisLedgerStore, config: Config, runtime: ProxyRuntime): Promise<FleetSync> {
   const { registry, log } = runtime;
+  // A supervisor on this instance sees the fleet's grant changes too (issue 27): `via: "fleet"`.
+  const announce = (action: string, grant: string, generation: string | null): void => {
+    runtime.events?.publish('grant', { grant, generation }, { ts: new Date().toISOString(), action, grant, generation, via: 'fleet' });
+  };
   ledger.onRemote((change) => {
+    const generation = change.kind === 'issued' ? (change.record.spec.generation ?? null) : (ledger.get(change.id)?.spec.generation ?? null);
     if (change.kind === 'issued') installRecord(registry, change.record, log);
     else if (change.kind === 'revoked') registry.revoke(change.id);
     else registry.forget(change.id);
+    announce(change.kind === 'issued' ? 'issue' : change.kind === 'revoked' ? 'revoke' : 'forget', change.kind === 'issued' ? change.record.id : change.id, generation);
   });
+  ledger.onRotated((record) => announce('rotate', record.id, record.spec.generation ?? null));
   const sync = new FleetSync(ledger, store, {
     pollMs: FLEET_POLL_MS,
     maxStaleMs: config.ledger.maxStaleMs,
@@ -374,6 +382,13 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
     registry.seedUsage(used);
     usageFile.start(() => registry.usageSnapshot(), USAGE_FLUSH_MS);
   }
+  // Asks (issue 27): answers for a grant's life are ledger revisions; in a fleet one ask per grant and
+  // destination serves every instance, and the first answer on any of them wins.
+  await runtime.asks?.useLedger(
+    { get: (grant, destination) => ledger.standingAnswer(grant, destination), keep: (grant, destination, decision) => ledger.keepAnswer(grant, destination, decision) },
+    shared === null ? null : shared.asks(`sluice-${randomBytes(6).toString('hex')}`),
+    (error) => runtime.log.error({ store: shared?.label ?? 'ledger' }, `asks: the ledger store failed a call; the held hops fail closed (${shared === null ? (error as Error).message : describeStoreError(error, shared)})`),
+  );
 
   // Replaced in place by a reload that adds, removes or changes listeners (reloadListeners).
   // One limits object for every listener, read per connection: a reload updates it in place.

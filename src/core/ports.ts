@@ -24,6 +24,8 @@ export interface GrantView {
   readonly requireAttestedAddress: boolean;
   /** The grant asks about destinations its rules miss (null: it refuses them at once). */
   readonly ask: { readonly timeoutMs: number } | null;
+  /** Asks answered for the grant's life (scope `grant`): each destination's standing allow or deny. */
+  readonly answers: readonly { readonly destination: string; readonly decision: 'allow' | 'deny'; readonly at: string }[];
   readonly limits: Readonly<Record<string, number | string>>;
   readonly issuedAt: string;
   readonly expiresAt: string | null;
@@ -71,10 +73,13 @@ export interface ProxyControl {
    * `previousTokenUntil` when `graceMs` > 0. Connections identified by a token that no longer verifies end.
    */
   rotateGrant(id: string, graceMs: number): Promise<ControlResult<{ readonly id: string; readonly token: string; readonly grant: GrantView; readonly previousTokenUntil: string | null; readonly endedConnections: number }>>;
-  /** Asks pending now (grants with `ask`): GET /v1/asks. */
-  listAsks(): readonly AskPending[];
-  /** Answers one ask: 200, 404 ask_not_found, 409 ask_answered, 400 ask_answer_invalid. */
-  answerAsk(id: string, body: unknown): ControlResult<{ readonly ask: string; readonly decision: string; readonly scope: string }>;
+  /** Asks pending now (grants with `ask`), the fleet's with a shared ledger store: GET /v1/asks. */
+  listAsks(): Promise<readonly AskPending[]>;
+  /**
+   * Answers one ask: 200, 404 ask_not_found, 409 ask_answered, 400 ask_answer_invalid, 503 when the
+   * fleet's store is away. `kept` (scope `grant` only): whether the ledger kept the answer for the grant's life.
+   */
+  answerAsk(id: string, body: unknown): Promise<ControlResult<{ readonly ask: string; readonly decision: string; readonly scope: string; readonly kept?: boolean }>>;
   /** Validates the config file again and applies it atomically, or keeps the running config. */
   reload(): Promise<ControlResult<ReloadOutcome>>;
   readiness(): { readonly ready: boolean; readonly detail: string };

@@ -4,7 +4,7 @@
 // at info by grant id.
 import { ProxyError, type ControlIssue, type ControlResult, type GrantView, type ProxyControl, type ReloadOutcome } from '../core/index.js';
 import { formatKeyPath, grantSpecSchema, resolveListen, type GrantSpec } from '../config/index.js';
-import type { GrantRecord, Ledger } from '../ledger/index.js';
+import type { GrantRecord, Ledger, StandingAnswer } from '../ledger/index.js';
 import type { OperationalLog } from '../audit/index.js';
 import type { AskRegistry } from './asks.js';
 import type { DedicatedListeners } from './dedicated-listeners.js';
@@ -58,7 +58,14 @@ function fail<T>(status: 400 | 404 | 409 | 500 | 503, reason: string, issues: re
 }
 
 /** `usage` is what the grant used; by default read now (forget passes what it read before dropping it). */
-export function toGrantView(record: GrantRecord, registry: GrantRegistry, listen: string | null, usage = registry.usageView(record.id), active = registry.activeConnections(record.id)): GrantView {
+export function toGrantView(
+  record: GrantRecord,
+  registry: GrantRegistry,
+  listen: string | null,
+  usage = registry.usageView(record.id),
+  active = registry.activeConnections(record.id),
+  answers: readonly StandingAnswer[] = [],
+): GrantView {
   const spec = record.spec;
   const expires = spec.limits.expiresAt;
   const limits: Record<string, number | string> = {};
@@ -73,6 +80,7 @@ export function toGrantView(record: GrantRecord, registry: GrantRegistry, listen
     allowAddresses: spec.allowAddresses,
     requireAttestedAddress: spec.requireAttestedAddress,
     ask: spec.ask === undefined ? null : { timeoutMs: spec.ask.timeoutMs },
+    answers: answers.map(({ destination, decision, at }) => ({ destination, decision, at })),
     limits,
     issuedAt: record.issuedAt,
     expiresAt: expires === undefined ? null : expires instanceof Date ? expires.toISOString() : expires,
@@ -83,7 +91,7 @@ export function toGrantView(record: GrantRecord, registry: GrantRegistry, listen
 }
 
 /** POST /v1/asks/{id}: `{"decision":"allow"|"deny","scope":"once"|"grant"}`; the first answer wins. */
-function answerAsk(asks: AskRegistry | undefined, id: string, body: unknown): ControlResult<{ readonly ask: string; readonly decision: string; readonly scope: string }> {
+async function answerAsk(asks: AskRegistry | undefined, id: string, body: unknown): Promise<ControlResult<{ readonly ask: string; readonly decision: string; readonly scope: string; readonly kept?: boolean }>> {
   const issues: ControlIssue[] = [];
   const fields = typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : null;
   if (fields === null) return fail(400, 'ask_answer_invalid', [{ path: '', message: 'expected {"decision":"allow"|"deny","scope":"once"|"grant"}' }]);
@@ -93,10 +101,18 @@ function answerAsk(asks: AskRegistry | undefined, id: string, body: unknown): Co
   if (decision !== 'allow' && decision !== 'deny') issues.push({ path: 'decision', message: 'expected "allow" or "deny"' });
   if (scope !== 'once' && scope !== 'grant') issues.push({ path: 'scope', message: 'expected "once" or "grant"' });
   if (issues.length > 0) return fail(400, 'ask_answer_invalid', issues);
-  const result = asks?.answer(id, { decision: decision as 'allow' | 'deny', scope: scope as 'once' | 'grant' }) ?? 'not_found';
-  if (result === 'not_found') return fail(404, 'ask_not_found');
-  if (result === 'already_answered') return fail(409, 'ask_answered', [{ path: 'id', message: `${id} was already answered (or timed out); the first answer stands` }]);
-  return { ok: true, value: { ask: id, decision: decision as string, scope: scope as string } };
+  if (asks === undefined) return fail(404, 'ask_not_found');
+  let report: Awaited<ReturnType<AskRegistry['answer']>>;
+  try {
+    report = await asks.answer(id, { decision: decision as 'allow' | 'deny', scope: scope as 'once' | 'grant' });
+  } catch (error) {
+    // The fleet's store is away: nobody can tell whether another instance answered first.
+    return fail(503, 'ledger_unavailable', [{ path: 'ledger', message: `the ledger store did not take the answer (${(error as Error).message}); nothing was answered` }]);
+  }
+  if (report.result === 'not_found') return fail(404, 'ask_not_found');
+  if (report.result === 'already_answered') return fail(409, 'ask_answered', [{ path: 'id', message: `${id} was already answered (or timed out); the first answer stands` }]);
+  const value = { ask: id, decision: decision as string, scope: scope as string };
+  return { ok: true, value: report.kept === undefined ? value : { ...value, kept: report.kept } };
 }
 
 export function createControl(deps: ControlDeps): ProxyControl {
@@ -113,7 +129,7 @@ export function createControl(deps: ControlDeps): ProxyControl {
   ledger.subscribe((event) => {
     if (event.kind === 'config_loaded') warnRevokedConfig(log, event.revoked);
   });
-  const view = (record: GrantRecord): GrantView => toGrantView(record, registry, dedicated.addressOf(record.id) ?? record.spec.listen ?? null);
+  const view = (record: GrantRecord): GrantView => toGrantView(record, registry, dedicated.addressOf(record.id) ?? record.spec.listen ?? null, undefined, undefined, ledger.answersOf(record.id));
 
   async function issueGrant(body: unknown): Promise<ControlResult<{ id: string; token: string; grant: GrantView }>> {
     const parsed = grantSpecSchema.safeParse(body);
@@ -210,7 +226,7 @@ export function createControl(deps: ControlDeps): ProxyControl {
     forgetGrant: narrowing(forgetGrant),
     revokeGeneration: narrowing(revokeGeneration),
     rotateGrant: guarded(rotateGrant),
-    listAsks: () => deps.asks?.list() ?? [],
+    listAsks: async () => (await deps.asks?.listAll()) ?? [],
     answerAsk: (id, body) => answerAsk(deps.asks, id, body),
     reload: deps.reload,
     readiness: deps.readiness,

@@ -8,3 +8,4 @@ export * from './dedicated-listeners.js';
 export * from './control.js';
 export * from './shared-budgets.js';
 export * from './asks.js';
+export * from './shared-asks.js';

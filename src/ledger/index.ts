@@ -12,6 +12,7 @@ export * from './redis-target.js';
 export * from './fleet-sync.js';
 export * from './describe-store-error.js';
 export * from './redis-budgets.js';
+export type { RedisAsks, StoredAsk, StoredAskAnswer, StoredAskMessage } from './redis-asks.js';
 export * from './usage-file.js';
 
 /** Opens the shared ledger store on Redis (RedisLedgerStore.open), loading it and ioredis on first use. */

@@ -7,7 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { ProxyError } from '../core/index.js';
 import { resolveListen, type GrantSection, type GrantSpec } from '../config/index.js';
 import { describeStoreError } from './describe-store-error.js';
-import type { LedgerChange, LedgerSnapshot, SharedLedgerStore } from './shared-store.js';
+import type { LedgerChange, LedgerSnapshot, SharedLedgerStore, StandingAnswer } from './shared-store.js';
 import type { LedgerStore } from './store.js';
 
 export interface GrantRecord {
@@ -37,12 +37,16 @@ interface PersistedState {
   readonly runtime: readonly GrantRecord[];
   /** Every revoked id with when; config grants with these ids load revoked. */
   readonly revoked: readonly { readonly id: string; readonly at: string }[];
+  /** Standing answers to asks (issue 27); absent in files written before them. */
+  readonly answers?: readonly StandingAnswer[];
 }
 
 export type LedgerEvent =
   | { readonly kind: 'revoked'; readonly record: GrantRecord }
   | { readonly kind: 'issued'; readonly record: GrantRecord }
   | { readonly kind: 'rotated'; readonly record: GrantRecord }
+  /** A standing answer was kept, here or (through the shared store) on another instance. */
+  | { readonly kind: 'answered'; readonly answer: StandingAnswer }
   /** Config grants were (re)loaded; `revoked` are those that stay revoked whatever the file says. */
   | { readonly kind: 'config_loaded'; readonly revoked: readonly string[] };
 
@@ -85,6 +89,8 @@ export class Ledger {
   private readonly forgotten = new Map<string, number>();
   /** Revocations and forgets made here and not yet answered by the store: not lost, only on their way. */
   private readonly sending = new Set<string>();
+  /** Standing answers to asks: grant id → destination → the answer (issue 27). */
+  private readonly answers = new Map<string, Map<string, StandingAnswer>>();
   /** The shared store's revision this instance has applied (0 with the file store). */
   revision = 0;
 
@@ -131,6 +137,7 @@ export class Ledger {
       throw new ProxyError('ERR_LEDGER_UNREADABLE', `${this.store.file} is not a version 1 ledger`);
     }
     for (const r of s.revoked) this.revoked.set(r.id, r.at);
+    for (const a of s.answers ?? []) this.learnAnswer(a);
     let resolved = false;
     for (const stored of s.runtime) {
       const record = this.withAbsoluteListen(stored);
@@ -158,6 +165,7 @@ export class Ledger {
       v: 1,
       runtime: this.shared === null ? [...this.records.values()].filter((r) => r.source === 'runtime') : [],
       revoked: [...this.revoked].map(([id, at]) => ({ id, at })),
+      answers: [...this.answers.values()].flatMap((byDestination) => [...byDestination.values()]),
     };
     return this.store.write(state);
   }
@@ -329,6 +337,7 @@ export class Ledger {
     const revoked = record.revokedAt === null ? { ...record, revokedAt: this.now().toISOString() } : record;
     this.records.delete(id);
     this.revoked.delete(id);
+    this.answers.delete(id);
     const now = performance.now();
     for (const [old, when] of this.forgotten) if (now - when > FORGOTTEN_KEEP_MS) this.forgotten.delete(old);
     this.forgotten.set(id, now);
@@ -359,6 +368,48 @@ export class Ledger {
     return this.records.get(id);
   }
 
+  /** The standing answer for (grant, `scheme://host:port`), or undefined: the grant asks again. */
+  standingAnswer(grantId: string, destination: string): 'allow' | 'deny' | undefined {
+    return this.answers.get(grantId)?.get(destination)?.decision;
+  }
+
+  /**
+   * Keeps a supervisor's answer for the rest of a grant's life (issue 27, scope `grant`): a new ledger
+   * revision, in the state file and, in a fleet, in the shared store first, so every instance applies it.
+   * The grant must be known and live; false otherwise (nothing kept). A later answer for the same
+   * destination replaces the earlier one.
+   */
+  async keepAnswer(grantId: string, destination: string, decision: 'allow' | 'deny'): Promise<boolean> {
+    const record = this.records.get(grantId);
+    if (record === undefined || record.revokedAt !== null) return false;
+    const answer: StandingAnswer = { grant: grantId, destination, decision, at: this.now().toISOString() };
+    if (this.shared !== null) {
+      const shared = this.shared;
+      let kept: boolean;
+      try {
+        kept = await this.untilStoreAnswers(() => shared.keepAnswer(answer));
+      } catch (error) {
+        throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `the ledger store ${shared.label} did not take the answer (${describeStoreError(error, shared)}); it applies to the held hops only`, { cause: error });
+      }
+      if (!kept) return false;
+    }
+    this.learnAnswer(answer);
+    await this.persist();
+    this.emit({ kind: 'answered', answer });
+    return true;
+  }
+
+  /** Every standing answer of one grant (for its view and `sluice explain`). */
+  answersOf(grantId: string): readonly StandingAnswer[] {
+    return [...(this.answers.get(grantId)?.values() ?? [])];
+  }
+
+  private learnAnswer(answer: StandingAnswer): void {
+    let byDestination = this.answers.get(answer.grant);
+    if (byDestination === undefined) this.answers.set(answer.grant, (byDestination = new Map()));
+    byDestination.set(answer.destination, answer);
+  }
+
   list(): GrantRecord[] {
     return [...this.records.values()];
   }
@@ -376,11 +427,17 @@ export class Ledger {
         this.emitRemote({ kind: 'issued', record });
       } else if (change.kind === 'revoked') touched = this.learnRevoked(change.id, change.at) || touched;
       else if (change.kind === 'rotated') this.learnRotated(change.record);
-      else {
+      else if (change.kind === 'answered') {
+        if (this.revoked.has(change.answer.grant) || this.forgotten.has(change.answer.grant)) continue;
+        this.learnAnswer(change.answer);
+        touched = true;
+        this.emit({ kind: 'answered', answer: change.answer });
+      } else {
         const record = this.records.get(change.id);
         if (record?.source !== 'runtime') continue;
         this.records.delete(change.id);
         this.revoked.delete(change.id);
+        this.answers.delete(change.id);
         this.unsent.delete(change.id);
         touched = true;
         this.emitRemote({ kind: 'forgot', id: change.id });
@@ -418,6 +475,7 @@ export class Ledger {
     for (const [id, record] of [...this.records]) {
       if (record.source !== 'runtime' || remote.has(id)) continue;
       this.records.delete(id);
+      this.answers.delete(id);
       this.emitRemote({ kind: 'forgot', id });
     }
     for (const stored of snapshot.runtime) {
@@ -432,6 +490,9 @@ export class Ledger {
       this.records.set(record.id, { ...record, revokedAt });
       if (revokedAt === null) this.emitRemote({ kind: 'issued', record });
     }
+    // The store's standing answers are the fleet's: the whole set replaces this instance's.
+    this.answers.clear();
+    for (const answer of snapshot.answers ?? []) if (!this.forgotten.has(answer.grant)) this.learnAnswer(answer);
     this.revision = snapshot.revision;
     // A revocation on its way (sending), or still to be sent (unsent, sendUnsent retries it), is not lost:
     // it reaches the store as a revoke, which keeps the grant's record and logs the change.

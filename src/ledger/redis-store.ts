@@ -1,8 +1,10 @@
 // The shared ledger store on Redis (ADR 0017). Keys under one prefix, so fleets can share a server:
 //   <p>grants   hash  id → run-time GrantRecord (JSON; token hash only, never a token)
 //   <p>revoked  hash  id → revokedAt (tombstones, config and run-time grants alike)
+//   <p>answers  hash  `<grant id> <scheme://host:port>` → a standing answer to an ask (JSON; issue 27)
 //   <p>rev      int   the revision, bumped by every change
-//   <p>log      stream, entry id `<rev>-1`: kind (issued, revoked, forgot, rotated), id, at, record
+//   <p>log      stream, entry id `<rev>-1`: kind (issued, revoked, forgot, rotated, answered), id, at,
+//               record (the grant record, or the answer)
 //               (trimmed to about LOG_LENGTH entries)
 //   channel <p>changes: the new revision, published by every change
 // Each change is one Lua script, so the record, the tombstone, the revision, the log entry and the
@@ -11,9 +13,10 @@ import { Redis } from 'ioredis';
 import { ProxyError } from '../core/index.js';
 import { describeStoreError } from './describe-store-error.js';
 import type { GrantRecord } from './ledger.js';
+import { RedisAsks } from './redis-asks.js';
 import { RedisBudgets } from './redis-budgets.js';
 import { redisTargetLabel, redisTargetOptions, type RedisTarget } from './redis-target.js';
-import type { LedgerChange, LedgerSnapshot, SharedLedgerStore } from './shared-store.js';
+import type { LedgerChange, LedgerSnapshot, SharedLedgerStore, StandingAnswer } from './shared-store.js';
 
 const LOG_LENGTH = 10_000;
 /** How soon a refused SUBSCRIBE is tried again (the revision poll carries changes meanwhile). */
@@ -48,6 +51,10 @@ if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 0 then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
 redis.call('HDEL', KEYS[4], ARGV[2])
 redis.call('DEL', KEYS[5], KEYS[6])
+local mine = ARGV[2] .. ' '
+for _, field in ipairs(redis.call('HKEYS', KEYS[7])) do
+  if string.sub(field, 1, #mine) == mine then redis.call('HDEL', KEYS[7], field) end
+end
 local rev = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], rev .. '-1', 'kind', 'forgot', 'id', ARGV[2], 'at', ARGV[3], 'record', '')
 redis.call('PUBLISH', ARGV[1], rev)
@@ -64,6 +71,16 @@ if cjson.decode(current)['tokenSha256'] ~= ARGV[5] then return -1 end
 redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
 local rev = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], rev .. '-1', 'kind', 'rotated', 'id', ARGV[2], 'at', '', 'record', ARGV[3])
+redis.call('PUBLISH', ARGV[1], rev)
+return rev`;
+
+// A standing answer (issue 27) for a grant with no tombstone: config and run-time grants alike, since
+// config grants live in each instance's file. Standing answers are few (a person gives each one).
+const KEEP_ANSWER = `
+if redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1 then return 0 end
+redis.call('HSET', KEYS[5], ARGV[2] .. ' ' .. ARGV[3], ARGV[5])
+local rev = redis.call('INCR', KEYS[2])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], rev .. '-1', 'kind', 'answered', 'id', ARGV[2], 'at', '', 'record', ARGV[5])
 redis.call('PUBLISH', ARGV[1], rev)
 return rev`;
 
@@ -95,6 +112,16 @@ function parseRecord(json: string, where: string): GrantRecord {
   }
 }
 
+function parseAnswer(json: string, where: string): StandingAnswer {
+  try {
+    const answer = JSON.parse(json) as StandingAnswer;
+    if (typeof answer.grant !== 'string' || typeof answer.destination !== 'string' || (answer.decision !== 'allow' && answer.decision !== 'deny')) throw new Error('not a standing answer');
+    return { grant: answer.grant, destination: answer.destination, decision: answer.decision, at: String(answer.at) };
+  } catch (error) {
+    throw new ProxyError('ERR_LEDGER_STORE_CORRUPT', `${where}: ${(error as Error).message}`);
+  }
+}
+
 function fieldsOf(entry: [string, string[]]): Record<string, string> {
   const out: Record<string, string> = {};
   const fields = entry[1];
@@ -112,12 +139,15 @@ export interface RedisStoreOptions {
 
 export class RedisLedgerStore implements SharedLedgerStore {
   readonly label: string;
-  private readonly keys: { grants: string; revoked: string; rev: string; log: string; channel: string };
+  private readonly keys: { grants: string; revoked: string; answers: string; rev: string; log: string; channel: string };
   private readonly redis: Redis;
   private subscriber: Redis | null = null;
   private budgetStore: RedisBudgets | null = null;
+  private askStore: RedisAsks | null = null;
+  /** Channel → listener, subscribed on every (re)connect of the subscriber. */
+  private readonly channels = new Map<string, (message: string) => void>();
   private readonly prefix: string;
-  private readonly scripts: Record<'issue' | 'revoke' | 'forget' | 'rotate' | 'restore', Script>;
+  private readonly scripts: Record<'issue' | 'revoke' | 'forget' | 'rotate' | 'restore' | 'keepAnswer', Script>;
   private opened = false;
   private readyCount = 0;
   /** Why the connection last failed, until it is ready again. */
@@ -127,7 +157,7 @@ export class RedisLedgerStore implements SharedLedgerStore {
     this.label = redisTargetLabel(options.target);
     const p = options.keyPrefix;
     this.prefix = p;
-    this.keys = { grants: `${p}grants`, revoked: `${p}revoked`, rev: `${p}rev`, log: `${p}log`, channel: `${p}changes` };
+    this.keys = { grants: `${p}grants`, revoked: `${p}revoked`, answers: `${p}answers`, rev: `${p}rev`, log: `${p}log`, channel: `${p}changes` };
     // No offline queue: a command while Redis is away fails at once, and the instance goes stale
     // instead of serving on a queue of promises (docs/fleet.md, "when Redis is away").
     const target = redisTargetOptions(options.target, options.commandTimeoutMs);
@@ -163,7 +193,7 @@ export class RedisLedgerStore implements SharedLedgerStore {
       const sha = { lua };
       return (keys, args) => this.redis.eval(sha.lua, keys.length, ...keys, ...args) as Promise<unknown>;
     };
-    this.scripts = { issue: define(ISSUE), revoke: define(REVOKE), forget: define(FORGET), rotate: define(ROTATE), restore: define(RESTORE) };
+    this.scripts = { issue: define(ISSUE), revoke: define(REVOKE), forget: define(FORGET), rotate: define(ROTATE), restore: define(RESTORE), keepAnswer: define(KEEP_ANSWER) };
   }
 
   /** Connects and checks the keys have the types this store writes; throws a ProxyError naming what is wrong. */
@@ -204,7 +234,7 @@ export class RedisLedgerStore implements SharedLedgerStore {
   }
 
   private async checkTypes(): Promise<void> {
-    const expected: [string, string][] = [[this.keys.grants, 'hash'], [this.keys.revoked, 'hash'], [this.keys.rev, 'string'], [this.keys.log, 'stream']];
+    const expected: [string, string][] = [[this.keys.grants, 'hash'], [this.keys.revoked, 'hash'], [this.keys.answers, 'hash'], [this.keys.rev, 'string'], [this.keys.log, 'stream']];
     for (const [key, type] of expected) {
       const actual = await this.redis.type(key);
       if (actual !== 'none' && actual !== type) throw new ProxyError('ERR_LEDGER_STORE_CORRUPT', `ledger store ${this.label}: key ${key} is a ${actual}, expected a ${type}`);
@@ -216,14 +246,15 @@ export class RedisLedgerStore implements SharedLedgerStore {
   }
 
   async load(): Promise<LedgerSnapshot> {
-    const result = await this.redis.multi().hgetall(this.keys.grants).hgetall(this.keys.revoked).get(this.keys.rev).exec();
+    const result = await this.redis.multi().hgetall(this.keys.grants).hgetall(this.keys.revoked).get(this.keys.rev).hgetall(this.keys.answers).exec();
     if (result === null) throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `ledger store ${this.label}: snapshot aborted`);
-    const [grants, revoked, rev] = result.map(([error, value]) => {
+    const [grants, revoked, rev, answers] = result.map(([error, value]) => {
       if (error !== null) throw error;
       return value;
-    }) as [Record<string, string>, Record<string, string>, string | null];
+    }) as [Record<string, string>, Record<string, string>, string | null, Record<string, string>];
     const runtime = Object.entries(grants).map(([id, json]) => parseRecord(json, `${this.keys.grants} ${id}`));
-    return { revision: Number(rev ?? 0), runtime, revoked: new Map(Object.entries(revoked)) };
+    const standing = Object.entries(answers).map(([field, json]) => parseAnswer(json, `${this.keys.answers} ${field}`));
+    return { revision: Number(rev ?? 0), runtime, revoked: new Map(Object.entries(revoked)), answers: standing };
   }
 
   async issue(record: GrantRecord): Promise<boolean> {
@@ -238,12 +269,18 @@ export class RedisLedgerStore implements SharedLedgerStore {
   async forget(id: string, at: string): Promise<void> {
     // Its budget counters go with it (redis-budgets.ts).
     const budget = RedisBudgets.keysOf(this.prefix, id);
-    await this.scripts.forget([...this.keyList(), budget.usage, budget.leases], [this.keys.channel, id, at, LOG_LENGTH]);
+    await this.scripts.forget([...this.keyList(), budget.usage, budget.leases, this.keys.answers], [this.keys.channel, id, at, LOG_LENGTH]);
   }
 
   async rotate(record: GrantRecord, expectedSha256: string): Promise<'rotated' | 'unknown' | 'conflict'> {
     const rev = Number(await this.scripts.rotate(this.keyList(), [this.keys.channel, record.id, JSON.stringify({ ...record, revokedAt: null }), LOG_LENGTH, expectedSha256]));
     return rev > 0 ? 'rotated' : rev < 0 ? 'conflict' : 'unknown';
+  }
+
+  async keepAnswer(answer: StandingAnswer): Promise<boolean> {
+    const keys = [...this.keyList(), this.keys.answers];
+    const rev = await this.scripts.keepAnswer(keys, [this.keys.channel, answer.grant, answer.destination, LOG_LENGTH, JSON.stringify(answer)]);
+    return Number(rev) > 0;
   }
 
   /** The fleet's budget counters, on this store's connection and prefix. */
@@ -278,28 +315,51 @@ export class RedisLedgerStore implements SharedLedgerStore {
       else if (f['kind'] === 'revoked') changes.push({ revision: rev, kind: 'revoked', id, at: f['at'] ?? '' });
       else if (f['kind'] === 'forgot') changes.push({ revision: rev, kind: 'forgot', id, at: f['at'] ?? '' });
       else if (f['kind'] === 'rotated') changes.push({ revision: rev, kind: 'rotated', record: parseRecord(f['record'] ?? '', `${this.keys.log} ${entry[0]}`) });
+      else if (f['kind'] === 'answered') changes.push({ revision: rev, kind: 'answered', answer: parseAnswer(f['record'] ?? '', `${this.keys.log} ${entry[0]}`) });
       else return 'resync';
     }
     return changes;
   }
 
-  async onNotify(listener: () => void): Promise<void> {
-    // Subscribed here on every (re)connect, not by ioredis' own resubscribe, so that a refused SUBSCRIBE
-    // (an ACL, a restart) is retried every second instead of leaving the instance on the poll alone.
+  onNotify(listener: () => void): Promise<void> {
+    return this.onChannel(this.keys.channel, () => listener());
+  }
+
+  /**
+   * Listens to a channel on the one subscriber connection (the ledger's changes, the fleet's asks).
+   * Subscribed here on every (re)connect, not by ioredis' own resubscribe, so that a refused SUBSCRIBE
+   * (an ACL, a restart) is retried every second instead of leaving the instance on the poll alone.
+   */
+  async onChannel(channel: string, listener: (message: string) => void): Promise<void> {
+    this.channels.set(channel, listener);
+    if (this.subscriber !== null) {
+      if (this.subscriber.status === 'ready') await this.subscribeAll(this.subscriber).catch(() => undefined);
+      return;
+    }
     const subscriber = this.redis.duplicate({ lazyConnect: true, enableOfflineQueue: true, autoResubscribe: false });
     subscriber.on('error', () => undefined);
-    subscriber.on('message', () => listener());
-    const subscribe = (): void => {
-      subscriber.subscribe(this.keys.channel).catch(() => {
-        const retry = setTimeout(() => {
-          if (this.subscriber === subscriber && subscriber.status === 'ready') subscribe();
-        }, RESUBSCRIBE_MS);
-        retry.unref();
-      });
-    };
-    subscriber.on('ready', subscribe);
+    subscriber.on('message', (on: string, message: string) => this.channels.get(on)?.(message));
+    subscriber.on('ready', () => void this.subscribeAll(subscriber).catch(() => undefined));
     this.subscriber = subscriber;
     await subscriber.connect().catch(() => undefined);
+  }
+
+  private async subscribeAll(subscriber: Redis): Promise<void> {
+    try {
+      await subscriber.subscribe(...this.channels.keys());
+    } catch (error) {
+      const retry = setTimeout(() => {
+        if (this.subscriber === subscriber && subscriber.status === 'ready') void this.subscribeAll(subscriber).catch(() => undefined);
+      }, RESUBSCRIBE_MS);
+      retry.unref();
+      throw error;
+    }
+  }
+
+  /** The fleet's asks (issue 27), on this store's connection and prefix. */
+  asks(instance: string): RedisAsks {
+    this.askStore ??= new RedisAsks(this.redis, this.prefix, instance, (channel, listener) => this.onChannel(channel, listener));
+    return this.askStore;
   }
 
   async close(): Promise<void> {

@@ -9,7 +9,18 @@ export type LedgerChange =
   | { readonly revision: number; readonly kind: 'revoked'; readonly id: string; readonly at: string }
   | { readonly revision: number; readonly kind: 'forgot'; readonly id: string; readonly at: string }
   /** A run-time grant's token was rotated: `record` holds the new hash and, with a grace, the previous one. */
-  | { readonly revision: number; readonly kind: 'rotated'; readonly record: GrantRecord };
+  | { readonly revision: number; readonly kind: 'rotated'; readonly record: GrantRecord }
+  /** A supervisor's answer to an ask, kept for the grant's life (issue 27): `destination` is `scheme://host:port`. */
+  | { readonly revision: number; readonly kind: 'answered'; readonly answer: StandingAnswer };
+
+/** An ask answered with scope `grant`: the destination is allowed or refused for the rest of the grant's life. */
+export interface StandingAnswer {
+  readonly grant: string;
+  readonly destination: string;
+  readonly decision: 'allow' | 'deny';
+  /** When it was answered (ISO 8601, the answering instance's clock). */
+  readonly at: string;
+}
 
 export interface LedgerSnapshot {
   readonly revision: number;
@@ -17,6 +28,8 @@ export interface LedgerSnapshot {
   readonly runtime: readonly GrantRecord[];
   /** Every revoked id, config and run-time, with when. */
   readonly revoked: ReadonlyMap<string, string>;
+  /** Standing answers of live grants (absent: none). */
+  readonly answers?: readonly StandingAnswer[];
 }
 
 export interface SharedLedgerStore {
@@ -32,6 +45,8 @@ export interface SharedLedgerStore {
    * `expectedSha256` (two rotations at once: one wins, the other is told 'conflict').
    */
   rotate(record: GrantRecord, expectedSha256: string): Promise<'rotated' | 'unknown' | 'conflict'>;
+  /** Keeps a standing answer for a grant the store knows is not revoked; false when it is revoked. */
+  keepAnswer(answer: StandingAnswer): Promise<boolean>;
   /** Writes back tombstones the store lost (it came back empty): a revoked grant never returns. */
   restoreTombstones(revoked: ReadonlyMap<string, string>): Promise<void>;
   /** The store's current revision: one cheap round trip, the heartbeat of freshness. */

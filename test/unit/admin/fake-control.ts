@@ -33,6 +33,7 @@ export class FakeControl implements ProxyControl {
       allowAddresses: [],
       requireAttestedAddress: false,
       ask: null,
+      answers: [],
       limits: s.limits,
       issuedAt: '2026-01-01T00:00:00.000Z',
       expiresAt: typeof s.limits['expiresAt'] === 'string' ? s.limits['expiresAt'] : null,
@@ -92,11 +93,11 @@ export class FakeControl implements ProxyControl {
   asks: AskPending[] = [];
   answeredAsks = new Set<string>();
 
-  listAsks(): readonly AskPending[] {
-    return this.asks;
+  listAsks(): Promise<readonly AskPending[]> {
+    return Promise.resolve(this.asks);
   }
 
-  answerAsk(id: string, body: unknown): ControlResult<{ readonly ask: string; readonly decision: string; readonly scope: string }> {
+  async answerAsk(id: string, body: unknown): Promise<ControlResult<{ readonly ask: string; readonly decision: string; readonly scope: string }>> {
     const fields = (body ?? {}) as Record<string, unknown>;
     if (fields['decision'] !== 'allow' && fields['decision'] !== 'deny') return { ok: false, status: 400, reason: 'ask_answer_invalid', issues: [{ path: 'decision', message: 'expected "allow" or "deny"' }] };
     if (this.answeredAsks.has(id)) return { ok: false, status: 409, reason: 'ask_answered', issues: [] };

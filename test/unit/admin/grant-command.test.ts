@@ -137,6 +137,7 @@ describe('formatGrantTable: the DESTINATIONS column', () => {
     allowAddresses: [],
     requireAttestedAddress: false,
     ask: null,
+    answers: [],
     limits: {},
     issuedAt: '2026-12-04T00:00:00.000Z',
     expiresAt: null,

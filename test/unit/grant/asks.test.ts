@@ -29,7 +29,7 @@ describe('AskRegistry', () => {
     expect(asks.list()[0]).toMatchObject({ grant: 'g1', destination: 'https://pypi.org:443', waiting: 100 });
     expect(seen.filter((e) => e.kind === 'ask')).toHaveLength(1);
     const id = asks.list()[0]!.ask;
-    expect(asks.answer(id, { decision: 'allow', scope: 'once' })).toBe('answered');
+    expect((await asks.answer(id, { decision: 'allow', scope: 'once' })).result).toBe('answered');
     const outcomes = await Promise.all(held);
     expect(outcomes.every((o) => o.allowed && o.ask === id)).toBe(true);
     expect(asks.list()).toEqual([]);
@@ -43,7 +43,7 @@ describe('AskRegistry', () => {
     const other = asks.raise(grant('A'), 'https://x.test:8443');
     expect(asks.list()).toHaveLength(3);
     const idA = asks.list().find((v) => v.grant === 'A' && v.destination === 'https://x.test:443')!.ask;
-    asks.answer(idA, { decision: 'allow', scope: 'once' });
+    await asks.answer(idA, { decision: 'allow', scope: 'once' });
     expect(await a).toMatchObject({ allowed: true });
     let settled = false;
     void b.then(() => (settled = true));
@@ -63,7 +63,7 @@ describe('AskRegistry', () => {
     expect(asks.list()).toHaveLength(1);
     vi.advanceTimersByTime(1);
     expect(await held).toEqual({ allowed: false, ask: id, reason: 'approval_timeout' });
-    expect(asks.answer(id, { decision: 'allow', scope: 'once' })).toBe('already_answered');
+    expect((await asks.answer(id, { decision: 'allow', scope: 'once' })).result).toBe('already_answered');
     expect(seen.find((e) => e.kind === 'ask_answered')?.data).toMatchObject({ decision: 'timeout', answeredBy: 'timeout', scope: null });
   });
 
@@ -71,10 +71,10 @@ describe('AskRegistry', () => {
     const { asks } = setUp();
     const held = asks.raise(grant('g'), 'https://a.test:443');
     const id = asks.list()[0]!.ask;
-    expect(asks.answer(id, { decision: 'deny', scope: 'once' })).toBe('answered');
-    expect(asks.answer(id, { decision: 'allow', scope: 'grant' })).toBe('already_answered');
+    expect((await asks.answer(id, { decision: 'deny', scope: 'once' })).result).toBe('answered');
+    expect((await asks.answer(id, { decision: 'allow', scope: 'grant' })).result).toBe('already_answered');
     expect(await held).toEqual({ allowed: false, ask: id, reason: 'approval_denied' });
-    expect(asks.answer('ask-never', { decision: 'allow', scope: 'once' })).toBe('not_found');
+    expect((await asks.answer('ask-never', { decision: 'allow', scope: 'once' })).result).toBe('not_found');
     // The ignored allow for the grant's life did not stick.
     expect(asks.standingAnswer('g', 'https://a.test:443')).toBeUndefined();
   });
@@ -82,7 +82,7 @@ describe('AskRegistry', () => {
   it('keeps an answer for the grant’s life per grant and destination, and forgets it when the grant ends', async () => {
     const { asks } = setUp();
     const held = asks.raise(grant('g'), 'https://a.test:443');
-    asks.answer(asks.list()[0]!.ask, { decision: 'allow', scope: 'grant' });
+    await asks.answer(asks.list()[0]!.ask, { decision: 'allow', scope: 'grant' });
     await held;
     expect(asks.standingAnswer('g', 'https://a.test:443')).toBe('allow');
     expect(asks.standingAnswer('g', 'https://a.test:444')).toBeUndefined();
@@ -110,7 +110,7 @@ describe('AskRegistry', () => {
     const other = asks.raise(grant('other', 60_000), 'https://h0.test:443');
     expect(asks.list().filter((v) => v.grant === 'other')).toHaveLength(1);
     // A settled ask gives its slot back.
-    asks.answer(asks.list()[0]!.ask, { decision: 'deny', scope: 'once' });
+    await asks.answer(asks.list()[0]!.ask, { decision: 'deny', scope: 'once' });
     void asks.raise(flood, 'https://after.test:443');
     expect(asks.list().filter((v) => v.grant === 'flood')).toHaveLength(MAX_PENDING_ASKS_PER_GRANT);
     asks.close();

@@ -53,6 +53,7 @@ class MemoryStore implements SharedLedgerStore {
     this.state.revoked.set(id, at);
     this.change({ kind: 'revoked', id, at });
   };
+  keepAnswer = async (): Promise<boolean> => false;
   forget = async (id: string, at: string): Promise<void> => {
     if (!this.state.grants.delete(id)) return;
     this.state.revoked.delete(id);

@@ -35,6 +35,10 @@ class FlakyStore implements SharedLedgerStore {
   };
   revoke = async (): Promise<void> => this.check();
   forget = async (): Promise<void> => this.check();
+  keepAnswer = async (): Promise<boolean> => {
+    this.check();
+    return true;
+  };
   restoreTombstones = (): Promise<void> => Promise.resolve();
   revision = (): Promise<number> => Promise.resolve(0);
   changesSince = (): Promise<[]> => Promise.resolve([]);
