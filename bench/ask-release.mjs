@@ -6,8 +6,12 @@
 // without, both naming `tcp://origin.test:<echo>`; a second echo port that no rule names is the asked
 // destination. The Sluice fixture is the tests' own (test/support/sluice-process.ts), loaded through
 // Vite's module runner (a devDependency already), as bench/proxy-auth.mjs does.
+// Then (unless --no-readers) whether a reader of GET /v1/events slows tunnel setup (issue 27, "a reader
+// that stops reading does not change tunnel setup latency"): no reader, one that reads every decision,
+// and one that stopped reading, interleaved round by round; each reader is a child of its own.
 //
-//   npm run bench:ask [-- --rounds 3 --n 500 --warmup 50 --asks 200 --fan 50 --fan-rounds 20 --no-build --no-save]
+//   npm run bench:ask [-- --rounds 3 --n 500 --warmup 50 --asks 200 --fan 50 --fan-rounds 20
+//                         --reader-rounds 6 --reader-n 1000 --stall-fill 2000 --no-readers --no-build --no-save]
 //
 // Everything stays on 127.0.0.1. Every child runs in its own process group and is killed on exit,
 // failure, SIGINT and SIGTERM. Every socket operation has a timeout, every batch a count, every poll a
@@ -43,11 +47,97 @@ if (process.argv[2] === '--serve-origins') {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Reader mode: one supervisor on GET /v1/events?kind=decision, in a child of its own so its reading
+// costs the timing client nothing. `read` takes every byte as it comes; `stall` reads the response head,
+// then pause()s: Node reads on only until the socket's readable buffer (16 KiB on Node 20) is full, then
+// stops reading, so the kernel queue fills and Sluice's writes start to fail. Commands arrive as JSON
+// lines on stdin: `{"op":"expect","events":N}` answers once N decisions arrived (bounded); `{"op":
+// "resume"}` reads again and answers once a `gap` with reason `slow_reader` arrived (bounded). Answers
+// are JSON lines on stdout. Exits when stdin closes.
+/** A reader child's answer (events delivered, the gap after a resume): far beyond what either takes. */
+const READER_BOUND_MS = 10_000;
+if (process.argv[2] === '--serve-reader') {
+  const [socketPath, mode] = process.argv.slice(3);
+  const out = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
+  const state = { events: 0, bytes: 0, gaps: [] };
+  let text = '';
+  let isHeadRead = false;
+  let waiter;
+  const answer = () => {
+    if (waiter === undefined || !waiter.isDone()) return;
+    clearTimeout(waiter.timer);
+    waiter = undefined;
+    out(state);
+  };
+  const socket = net.connect({ path: socketPath });
+  socket.on('error', (e) => {
+    out({ error: `event stream: ${e.code ?? e.message}` });
+    process.exit(1);
+  });
+  socket.once('connect', () => socket.write('GET /v1/events?kind=decision HTTP/1.1\r\nHost: sluice\r\nAccept: text/event-stream\r\n\r\n'));
+  socket.on('data', (chunk) => {
+    state.bytes += chunk.length;
+    text += chunk.toString('latin1');
+    if (!isHeadRead) {
+      const end = text.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      if (text.slice(9, 12) !== '200') {
+        out({ error: `GET /v1/events answered ${text.split('\r\n')[0]}` });
+        process.exit(1);
+      }
+      isHeadRead = true;
+      text = text.slice(end + 4);
+      let inode = null;
+      try {
+        inode = Number(/^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/self/fd/${socket._handle.fd}`))?.[1] ?? NaN) || null;
+      } catch {
+        // no /proc: the bench reports the kernel queues as unknown
+      }
+      out({ ready: true, inode });
+      if (mode === 'stall') socket.pause();
+    }
+    // Each event is one write on Sluice's side, so one chunk of the chunked body: whole between the
+    // chunk-size lines; a read may still end inside one, which stays in `text` for the next read.
+    const re = /event: (\w+)\ndata: ([^\n]*)\n\n/g;
+    let last = 0;
+    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+      last = re.lastIndex;
+      if (m[1] === 'gap') state.gaps.push(JSON.parse(m[2]));
+      else state.events += 1;
+    }
+    text = text.slice(last);
+    answer();
+  });
+  socket.on('close', () => {
+    out({ error: 'event stream closed by Sluice' });
+    process.exit(1);
+  });
+  let input = '';
+  process.stdin.on('data', (c) => {
+    input += c;
+    for (let nl = input.indexOf('\n'); nl >= 0; nl = input.indexOf('\n')) {
+      const cmd = JSON.parse(input.slice(0, nl));
+      input = input.slice(nl + 1);
+      const timer = setTimeout(() => {
+        waiter = undefined;
+        out({ ...state, timedOut: true });
+      }, READER_BOUND_MS);
+      if (cmd.op === 'expect') waiter = { timer, isDone: () => state.events >= cmd.events };
+      else waiter = { timer, isDone: () => state.gaps.some((g) => g.reason === 'slow_reader') };
+      if (cmd.op === 'resume') socket.resume();
+      answer();
+    }
+  });
+  process.stdin.on('close', () => process.exit(0));
+  await new Promise(() => undefined);
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Options
 const argv = process.argv.slice(2);
 const flag = (name) => argv.includes(name);
-const NUMERIC = { '--rounds': 3, '--n': 500, '--warmup': 50, '--asks': 200, '--fan': 50, '--fan-rounds': 20 };
-const USAGE = `options: --rounds N (default 3) --n N (tunnels per grant per round, 500) --warmup N (50) --asks N (held hops per round, 200) --fan N (hops held on one ask, 50) --fan-rounds N (per round, 20) --no-build --no-save`;
+const NUMERIC = { '--rounds': 3, '--n': 500, '--warmup': 50, '--asks': 200, '--fan': 50, '--fan-rounds': 20, '--reader-rounds': 6, '--reader-n': 1000, '--stall-fill': 2000 };
+const USAGE = `options: --rounds N (default 3) --n N (tunnels per grant per round, 500) --warmup N (50) --asks N (held hops per round, 200) --fan N (hops held on one ask, 50) --fan-rounds N (per round, 20) --reader-rounds N (rounds of no reader / reading / stalled, 6) --reader-n N (tunnels per condition per round, 1000) --stall-fill N (untimed tunnels that fill a stalled reader's queues first, 2000) --no-readers --no-build --no-save`;
 const num = (name) => {
   const i = argv.indexOf(name);
   if (i < 0) return NUMERIC[name];
@@ -58,7 +148,7 @@ const num = (name) => {
   }
   return v;
 };
-const known = new Set([...Object.keys(NUMERIC), '--no-build', '--no-save', '--help']);
+const known = new Set([...Object.keys(NUMERIC), '--no-readers', '--no-build', '--no-save', '--help']);
 for (let i = 0; i < argv.length; i += 1) {
   if (!known.has(argv[i])) {
     console.error(`unknown option ${argv[i]}; ${USAGE}`);
@@ -76,6 +166,13 @@ const WARMUP = num('--warmup');
 const ASKS = num('--asks');
 const FAN = num('--fan');
 const FAN_ROUNDS = num('--fan-rounds');
+const READER_ROUNDS = num('--reader-rounds');
+const READER_N = num('--reader-n');
+const STALL_FILL = num('--stall-fill');
+/** Untimed fill tunnels in flight at once: fills a stalled reader fast without queueing at the listener. */
+const FILL_CONCURRENCY = 8;
+/** Sluice drops a reader's stream once its socket closes: seen in `ss` within this bound. */
+const STREAM_GONE_BOUND_MS = 2_000;
 /** The issue's target for a held hop's release after the answer. */
 const TARGET_P99_MS = 20;
 /** The grant's ask timeout: far beyond any measured release, so no sample is a timeout in disguise. */
@@ -357,6 +454,119 @@ async function waitForAsk(admin, grant, port, waiting, boundMs) {
   }
 }
 
+/**
+ * A reader child (reader mode above) on the admin socket. `ready` is `{ready, inode}` once Sluice answered
+ * its GET /v1/events with 200 (the stream subscribes before it writes the head, so it is subscribed
+ * before the first timed hop), or `{error}`.
+ */
+async function startReader(adminSocket, mode) {
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--serve-reader', adminSocket, mode], { stdio: ['pipe', 'pipe', 'inherit'], detached: true });
+  const kill = () => {
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  };
+  cleanups.push(kill);
+  const lines = [];
+  let buf = '';
+  let wake;
+  let hasExited = false;
+  child.stdout.on('data', (c) => {
+    buf += c;
+    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+      lines.push(JSON.parse(buf.slice(0, nl)));
+      buf = buf.slice(nl + 1);
+    }
+    wake?.();
+  });
+  const exited = new Promise((resolve) =>
+    child.once('exit', () => {
+      hasExited = true;
+      wake?.();
+      resolve(undefined);
+    }),
+  );
+  // The child bounds each of its answers; this bound only catches a child that hangs.
+  const next = async (boundMs = READER_BOUND_MS + 2_000) => {
+    const t0 = Date.now();
+    while (lines.length === 0) {
+      const left = boundMs - (Date.now() - t0);
+      if (hasExited) return { error: `reader (${mode}) exited` };
+      if (left <= 0) return { error: `reader (${mode}): no answer within ${boundMs} ms` };
+      await new Promise((resolve) => {
+        const t = setTimeout(resolve, left);
+        wake = () => {
+          clearTimeout(t);
+          resolve(undefined);
+        };
+      });
+      wake = undefined;
+    }
+    return lines.shift();
+  };
+  const ready = await next();
+  return {
+    ready,
+    ask(cmd) {
+      child.stdin.write(`${JSON.stringify(cmd)}\n`);
+      return next();
+    },
+    async close() {
+      child.stdin.end();
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000).unref())]);
+      if (!hasExited) kill();
+      await exited;
+      // Gone: its group id may be reused, so it is no longer ours to kill.
+      cleanups.splice(cleanups.indexOf(kill), 1);
+    },
+  };
+}
+
+/**
+ * The kernel's queues of the reader's Unix socket and of Sluice's end of it, from `ss -xn`: bytes waiting
+ * to be read by the reader, and the memory Sluice's end has sent and the reader not yet taken (sk_wmem,
+ * what the kernel bounds by SO_SNDBUF). null without ss or /proc.
+ */
+function unixQueues(inode) {
+  if (inode === null) return null;
+  const rows = shOr('ss', ['-xn'])
+    .split('\n')
+    .slice(1)
+    .map((l) => l.trim().split(/\s+/));
+  // Netid State Recv-Q Send-Q Local-Address Port Peer-Address Port
+  const reader = rows.find((r) => r[5] === String(inode));
+  if (reader === undefined) return null;
+  const sluiceEnd = rows.find((r) => r[5] === reader[7]);
+  return { readerRecvQ: Number(reader[2]), sluiceInode: reader[7], sluiceSendQ: sluiceEnd === undefined ? null : Number(sluiceEnd[3]) };
+}
+
+/** Polls `ss -xn` until Sluice's end of a closed stream is gone (bounded): no subscriber left behind. */
+async function waitSocketGone(inode, boundMs) {
+  const t0 = Date.now();
+  while (Date.now() - t0 < boundMs) {
+    if (!shOr('ss', ['-xn']).split('\n').some((l) => l.trim().split(/\s+/)[5] === inode)) return true;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  return false;
+}
+
+/** `n` untimed tunnels, FILL_CONCURRENCY at a time; the errors (at most MAX_ERRORS_PER_BATCH). */
+async function fillTunnels(port, target, auth, n) {
+  let started = 0;
+  const errs = [];
+  const worker = async () => {
+    while (started < n && errs.length < MAX_ERRORS_PER_BATCH) {
+      started += 1;
+      const r = await tunnelOnce(port, target, auth);
+      if (r.error !== undefined) errs.push(r.error);
+    }
+  };
+  await Promise.all(Array.from({ length: FILL_CONCURRENCY }, worker));
+  return errs;
+}
+
 // ---------------------------------------------------------------------------------------------------
 async function main() {
   const started = Date.now();
@@ -556,6 +766,101 @@ async function main() {
     if (record) results.fan.push(batch);
   };
 
+  // Readers of GET /v1/events and tunnel setup (issue 27: "a reader that stops reading does not change
+  // tunnel setup latency"), on `plain` and the granted origin, token on every CONNECT. Run after the ask
+  // rounds: once a reader has subscribed, Sluice builds a decision event on every hop for the rest of its
+  // life, so the tunnel cases above stay as they were, and A0 below is the last hops nobody ever watched.
+  const timedTunnels = async (label, n) => {
+    const batch = { samples: [], ops: 0, errors: 0, cpuUs: 0, wallUs: 0 };
+    const cpu0 = cpuUs(sluice.pid);
+    const t0 = now();
+    for (let i = 0; i < n && batch.errors < MAX_ERRORS_PER_BATCH; i += 1) {
+      const r = await tunnelOnce(sluice.port, grantedTarget, authOf('plain'));
+      if (r.error === undefined) batch.samples.push(r.us);
+      else {
+        batch.errors += 1;
+        errors.push(`readers ${label}: ${r.error}`);
+      }
+    }
+    batch.wallUs = usSince(t0);
+    batch.cpuUs = cpuUs(sluice.pid) - cpu0;
+    batch.ops = batch.samples.length;
+    return batch;
+  };
+  const openReader = async (mode, label) => {
+    const reader = await startReader(adminSocket, mode);
+    if (reader.ready.error !== undefined) {
+      errors.push(`readers ${label}: ${reader.ready.error}`);
+      await reader.close();
+      return null;
+    }
+    reader.queues = unixQueues(reader.ready.inode);
+    return reader;
+  };
+  const closeReader = async (reader, label) => {
+    await reader.close();
+    // The next batch may be A: Sluice must have dropped the stream (and its subscription) first.
+    if (reader.queues !== null && !(await waitSocketGone(reader.queues.sluiceInode, STREAM_GONE_BOUND_MS))) {
+      errors.push(`readers ${label}: Sluice still holds the stream ${STREAM_GONE_BOUND_MS} ms after its reader closed`);
+    }
+  };
+  // B: a reader that takes every decision as it comes; each timed hop's event must reach it.
+  const readingBatch = async (label, n) => {
+    const reader = await openReader('read', label);
+    if (reader === null) return null;
+    try {
+      const batch = await timedTunnels(label, n);
+      const got = await reader.ask({ op: 'expect', events: batch.ops });
+      batch.delivered = got.events ?? 0;
+      batch.gaps = got.gaps?.length ?? 0;
+      if (got.error !== undefined) errors.push(`readers ${label}: ${got.error}`);
+      else if (got.events < batch.ops && batch.gaps === 0) errors.push(`readers ${label}: ${got.events} decision events reached the reader for ${batch.ops} hops, and no gap`);
+      return batch;
+    } finally {
+      await closeReader(reader, label);
+    }
+  };
+  // C: a reader that stopped reading after the response head. STALL_FILL untimed tunnels first fill the
+  // kernel queue, Node's write buffer and the stream's own queue, so every timed hop meets a full one.
+  // Proof, per batch: the kernel queues just before the resume, then, once it reads again, the `gap`
+  // (reason slow_reader) naming the ids it lost. The timed hops are the last before the resume and a
+  // stream drops from its first drop until it drains, so a gap of at least `ops` ids covers every one.
+  const stalledBatch = async (label, n) => {
+    const reader = await openReader('stall', label);
+    if (reader === null) return null;
+    try {
+      for (const e of await fillTunnels(sluice.port, grantedTarget, authOf('plain'), STALL_FILL)) errors.push(`readers ${label} (fill): ${e}`);
+      const batch = await timedTunnels(label, n);
+      batch.queues = unixQueues(reader.ready.inode);
+      const got = await reader.ask({ op: 'resume' });
+      const gap = got.gaps?.find((g) => g.reason === 'slow_reader');
+      batch.delivered = got.events ?? 0;
+      batch.dropped = gap === undefined ? 0 : gap.to - gap.from + 1;
+      if (got.error !== undefined || gap === undefined) errors.push(`readers ${label}: no slow_reader gap after the resume${got.error === undefined ? '' : `: ${got.error}`}`);
+      else if (batch.dropped < batch.ops) errors.push(`readers ${label}: the stalled reader's queue was full for only the last ${batch.dropped} of ${batch.ops} timed hops (raise --stall-fill)`);
+      return batch;
+    } finally {
+      await closeReader(reader, label);
+    }
+  };
+  const measureReaders = async () => {
+    const r = { a0: [], a: [], b: [], c: [] };
+    const t0 = Date.now();
+    for (let i = 0; i < READER_ROUNDS; i += 1) r.a0.push(await timedTunnels('A0', READER_N));
+    console.error(`readers: A0 (no reader yet) done; warm-up, then ${READER_ROUNDS} rounds of A B C (${READER_N} tunnels each, C after ${STALL_FILL} fill tunnels)`);
+    await readingBatch('B (warm-up)', WARMUP);
+    await stalledBatch('C (warm-up)', WARMUP);
+    await timedTunnels('A (warm-up)', WARMUP);
+    for (let i = 0; i < READER_ROUNDS; i += 1) {
+      r.a.push(await timedTunnels('A', READER_N));
+      r.b.push(await readingBatch('B', READER_N));
+      r.c.push(await stalledBatch('C', READER_N));
+      console.error(`readers: round ${i + 1}/${READER_ROUNDS} done (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+    }
+    results.readers = r;
+    return summarizeReaders(r);
+  };
+
   const warmAsks = Math.min(ASKS, Math.max(5, Math.ceil(WARMUP / 5)));
   console.error(`warm-up: ${WARMUP} tunnels per tunnel case, ${warmAsks} held hops, 1 fan of ${FAN}`);
   for (const c of TUNNEL_CASES) await tunnelBatch(c, WARMUP, false);
@@ -569,6 +874,8 @@ async function main() {
     await fanBatch(FAN_ROUNDS, true);
     console.error(`round ${r + 1}/${ROUNDS} done (${((Date.now() - started) / 1000).toFixed(0)} s)`);
   }
+
+  const readers = flag('--no-readers') ? null : await measureReaders();
 
   // Nothing may be left pending: every ask the bench raised was answered.
   const left = adminClient(adminSocket);
@@ -631,6 +938,7 @@ async function main() {
     fanPost: dist(flat('postUs', results.fan)),
   };
   summary.verdict = Number.isFinite(summary.release.p99) && summary.release.p99 <= TARGET_P99_MS * 1000 ? 'PASS' : 'FAIL';
+  summary.readers = readers;
 
   const commit = shOr('git', ['-C', ROOT, 'rev-parse', '--short=10', 'HEAD'], 'unknown');
   const dirty = shOr('git', ['-C', ROOT, 'status', '--porcelain', '--', 'src', 'bin'], '').length > 0;
@@ -651,6 +959,9 @@ async function main() {
     asks: ASKS,
     fan: FAN,
     fanRounds: FAN_ROUNDS,
+    readerRounds: readers === null ? 0 : READER_ROUNDS,
+    readerN: READER_N,
+    stallFill: STALL_FILL,
     askTimeoutMs: ASK_TIMEOUT_MS,
     targetP99Ms: TARGET_P99_MS,
     askedDestinations: [...destinations],
@@ -668,6 +979,57 @@ async function main() {
     console.error(`written: ${path.relative(ROOT, file)} (+ .json with every sample)`);
   }
   return errors.length === 0 && summary.verdict === 'PASS' ? 0 : 1;
+}
+
+/** Per condition: latency percentiles, hops/s over the batches' wall time, Sluice CPU per hop; and B/A, C/A. */
+function summarizeReaders(r) {
+  const sum = (batches, key) => batches.reduce((t, b) => t + b[key], 0);
+  const condition = (batches) => {
+    const ok = batches.filter((b) => b !== null);
+    const all = ok.flatMap((b) => b.samples).sort((a, b) => a - b);
+    return {
+      batches: ok.length,
+      ops: all.length,
+      errors: sum(ok, 'errors'),
+      p50: percentile(all, 50),
+      p90: percentile(all, 90),
+      p99: percentile(all, 99),
+      roundP50: ok.map((b) => median(b.samples)),
+      hopsPerS: sum(ok, 'ops') / (sum(ok, 'wallUs') / 1e6),
+      cpuUsPerHop: median(ok.map((b) => b.cpuUs / Math.max(1, b.ops))),
+    };
+  };
+  const s = { a0: condition(r.a0), a: condition(r.a), b: condition(r.b), c: condition(r.c) };
+  // Round i's X against round i's A, so a busy moment weighs on both sides of a ratio.
+  const ratio = (key) => {
+    const x = s[key];
+    const perRound = r.a.flatMap((a, i) => (r[key][i] === null ? [] : [median(r[key][i].samples) / median(a.samples)]));
+    return {
+      p50: x.p50 / s.a.p50,
+      p90: x.p90 / s.a.p90,
+      p99: x.p99 / s.a.p99,
+      hopsPerS: x.hopsPerS / s.a.hopsPerS,
+      cpu: x.cpuUsPerHop / s.a.cpuUsPerHop,
+      roundP50: { median: median(perRound), min: Math.min(...perRound), max: Math.max(...perRound) },
+    };
+  };
+  s.ratioB = ratio('b');
+  s.ratioC = ratio('c');
+  const b = r.b.filter((x) => x !== null);
+  const c = r.c.filter((x) => x !== null);
+  const range = (values) => (values.length === 0 ? [NaN, NaN] : [Math.min(...values), Math.max(...values)]);
+  s.reading = { delivered: sum(b, 'delivered'), ops: sum(b, 'ops'), gaps: sum(b, 'gaps') };
+  s.stalled = {
+    batches: c.length,
+    dropped: range(c.map((x) => x.dropped)),
+    ops: range(c.map((x) => x.ops)),
+    delivered: range(c.map((x) => x.delivered)),
+    covered: c.filter((x) => x.dropped >= x.ops && x.ops > 0).length,
+    readerRecvQ: range(c.flatMap((x) => (x.queues === null ? [] : [x.queues.readerRecvQ]))),
+    sluiceSendQ: range(c.flatMap((x) => (x.queues?.sluiceSendQ == null ? [] : [x.queues.sluiceSendQ]))),
+    hasQueues: c.some((x) => x.queues !== null),
+  };
+  return s;
 }
 
 const us = (v) => (Number.isFinite(v) ? (v >= 10_000 ? `${(v / 1000).toFixed(1)} ms` : `${Math.round(v)} µs`) : '–');
@@ -705,6 +1067,8 @@ function report(meta, cases, s, audit, warnLines, errors) {
   row(`fan of ${meta.fan}: the POST round trip`, s.fanPost);
   lines.push('');
   lines.push(`Release p99 ${us(s.release.p99)} against the target of ${meta.targetP99Ms} ms: **${s.verdict}** (${s.release.errors} errors in held hops, ${s.fanLast.errors} in fans).`);
+  if (s.readers === null) lines.push('', '### Event stream readers and tunnel setup: skipped (--no-readers)');
+  else reportReaders(lines, meta, s.readers);
   lines.push('', '### Sluice audit (whole run, warm-up included) and warn+ log lines', '');
   lines.push(`- ${Object.entries(audit).sort().map(([k, v]) => `${k}: ${v}`).join('; ')}; warn or above: ${warnLines}`);
   lines.push('', `### Errors: ${errors.length === 0 ? 'none' : errors.length}`);
@@ -714,6 +1078,37 @@ function report(meta, cases, s, audit, warnLines, errors) {
     lines.push('', ...Object.entries(counts).map(([e, n]) => `- ${n} × ${e}`));
   }
   return `${lines.join('\n')}\n`;
+}
+
+function reportReaders(lines, meta, r) {
+  const range = ([lo, hi], fmt = String) => (Number.isFinite(lo) ? [...new Set([fmt(lo), fmt(hi)])].join('–') : '–');
+  const kib = (v) => `${(v / 1024).toFixed(0)} KiB`;
+  lines.push('', '### Event stream readers and tunnel setup: a reader that stops reading (issue 27)', '');
+  lines.push(
+    `The granted hop above on \`plain\` (connect → CONNECT with its token → 200 → 32 B → first echoed byte), ${meta.readerN} sequential tunnels per batch, ${meta.readerRounds} rounds in the order A B C A B C …, after a warm-up. Each reader is a child process on the admin socket, on \`GET /v1/events?kind=decision\`; C reads the response head, then pause()s, and each of its batches starts after ${meta.stallFill} untimed tunnels (${FILL_CONCURRENCY} at a time) that fill its queues. A0 ran before any reader had subscribed (from the first subscriber on, Sluice builds a decision event on every hop for the rest of its life): not interleaved, a reference for A.`,
+  );
+  lines.push('');
+  lines.push('| condition | hops | errors | p50 | p90 | p99 | round p50 min–max | hops/s | Sluice CPU µs/hop |');
+  lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  const row = (label, c) =>
+    lines.push(`| ${label} | ${c.ops} | ${c.errors} | ${us(c.p50)} | ${us(c.p90)} | ${us(c.p99)} | ${us(Math.min(...c.roundP50))}–${us(Math.max(...c.roundP50))} | ${Number.isFinite(c.hopsPerS) ? c.hopsPerS.toFixed(0) : '–'} | ${Number.isFinite(c.cpuUsPerHop) ? c.cpuUsPerHop.toFixed(0) : '–'} |`);
+  row('A0: no reader, none ever (before the rounds)', r.a0);
+  row('A: no reader on `/v1/events`', r.a);
+  row('B: one reader that reads every decision', r.b);
+  row('C: one reader that stopped reading', r.c);
+  lines.push('');
+  lines.push('| ratio | p50 | p90 | p99 | per-round p50: median (min–max) | hops/s | Sluice CPU/hop |');
+  lines.push('|---|---:|---:|---:|---:|---:|---:|');
+  for (const [label, q] of [['B / A', r.ratioB], ['C / A', r.ratioC]]) {
+    lines.push(`| ${label} | ${x(q.p50)} | ${x(q.p90)} | ${x(q.p99)} | ${x(q.roundP50.median)} (${x(q.roundP50.min)}–${x(q.roundP50.max)}) | ${x(q.hopsPerS)} | ${x(q.cpu)} |`);
+  }
+  lines.push('');
+  const st = r.stalled;
+  lines.push(
+    `Reader B received ${r.reading.delivered} decision events for ${r.reading.ops} timed hops (${r.reading.gaps} gaps). Reader C stalled: ${
+      st.hasQueues ? `just before each resume the kernel held ${range(st.readerRecvQ, kib)} unread at the reader and ${range(st.sluiceSendQ, kib)} of send memory at Sluice's end (\`ss -xn\`); ` : 'kernel queues unknown (no `ss -xn`); '
+    }once resumed it read ${range(st.delivered)} events, then a \`gap\` with reason \`slow_reader\` naming ${range(st.dropped)} dropped ids, at least the ${range(st.ops)} timed hops of the batch in ${st.covered} of ${st.batches} batches (in those, every timed hop was published to a reader whose queue was full).`,
+  );
 }
 
 main()

@@ -385,13 +385,16 @@ export class Ledger {
     const answer: StandingAnswer = { grant: grantId, destination, decision, at: this.now().toISOString() };
     if (this.shared !== null) {
       const shared = this.shared;
-      let kept: boolean;
+      let revision: number;
       try {
-        kept = await this.untilStoreAnswers(() => shared.keepAnswer(answer));
+        revision = await this.untilStoreAnswers(() => shared.keepAnswer(answer, record.source === 'runtime'));
       } catch (error) {
         throw new ProxyError('ERR_LEDGER_STORE_UNAVAILABLE', `the ledger store ${shared.label} did not take the answer (${describeStoreError(error, shared)}); it applies to the held hops only`, { cause: error });
       }
-      if (!kept) return false;
+      if (revision === 0) return false;
+      // The sync may have applied this change (and later answers for the same destination) while the
+      // store's reply was on its way: the log's order is the fleet's, so this instance follows it.
+      if (revision <= this.revision) return true;
     }
     this.learnAnswer(answer);
     await this.persist();
@@ -429,6 +432,9 @@ export class Ledger {
       else if (change.kind === 'rotated') this.learnRotated(change.record);
       else if (change.kind === 'answered') {
         if (this.revoked.has(change.answer.grant) || this.forgotten.has(change.answer.grant)) continue;
+        // This instance's own answer, learned when the store took it: announced once, not again.
+        const held = this.answers.get(change.answer.grant)?.get(change.answer.destination);
+        if (held?.decision === change.answer.decision && held.at === change.answer.at) continue;
         this.learnAnswer(change.answer);
         touched = true;
         this.emit({ kind: 'answered', answer: change.answer });

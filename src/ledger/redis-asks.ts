@@ -13,7 +13,7 @@ import { ProxyError } from '../core/index.js';
 /** How long an ended ask is remembered (a late answer 409), and a pending one past its deadline. */
 const KEEP_MS = 600_000;
 
-// KEYS: askkey, ask:<id>, asks. ARGV: id, view, timeout ms, expiry ms, channel, from, ask: prefix.
+// KEYS: askkey, ask:<id>, asks. ARGV: id, view, timeout ms, expiry ms, channel, from, ask: prefix, askdone: prefix.
 const RAISE = `
 local existing = redis.call('GET', KEYS[1])
 if existing then

@@ -75,9 +75,12 @@ redis.call('PUBLISH', ARGV[1], rev)
 return rev`;
 
 // A standing answer (issue 27) for a grant with no tombstone: config and run-time grants alike, since
-// config grants live in each instance's file. Standing answers are few (a person gives each one).
+// config grants live in each instance's file; a run-time grant must still be in the store (a forgotten
+// one leaves no tombstone, and its answers must not outlive it). Standing answers are few (a person
+// gives each one).
 const KEEP_ANSWER = `
 if redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1 then return 0 end
+if ARGV[6] == 'runtime' and redis.call('HEXISTS', KEYS[1], ARGV[2]) == 0 then return 0 end
 redis.call('HSET', KEYS[5], ARGV[2] .. ' ' .. ARGV[3], ARGV[5])
 local rev = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], rev .. '-1', 'kind', 'answered', 'id', ARGV[2], 'at', '', 'record', ARGV[5])
@@ -277,10 +280,10 @@ export class RedisLedgerStore implements SharedLedgerStore {
     return rev > 0 ? 'rotated' : rev < 0 ? 'conflict' : 'unknown';
   }
 
-  async keepAnswer(answer: StandingAnswer): Promise<boolean> {
+  async keepAnswer(answer: StandingAnswer, runtime: boolean): Promise<number> {
     const keys = [...this.keyList(), this.keys.answers];
-    const rev = await this.scripts.keepAnswer(keys, [this.keys.channel, answer.grant, answer.destination, LOG_LENGTH, JSON.stringify(answer)]);
-    return Number(rev) > 0;
+    const rev = await this.scripts.keepAnswer(keys, [this.keys.channel, answer.grant, answer.destination, LOG_LENGTH, JSON.stringify(answer), runtime ? 'runtime' : 'config']);
+    return Math.max(0, Number(rev));
   }
 
   /** The fleet's budget counters, on this store's connection and prefix. */
@@ -341,7 +344,10 @@ export class RedisLedgerStore implements SharedLedgerStore {
     subscriber.on('message', (on: string, message: string) => this.channels.get(on)?.(message));
     subscriber.on('ready', () => void this.subscribeAll(subscriber).catch(() => undefined));
     this.subscriber = subscriber;
-    await subscriber.connect().catch(() => undefined);
+    // Resolves once subscribed (the 'ready' handler's SUBSCRIBE is not awaited): a message published
+    // after this call returns is heard.
+    const connected = await subscriber.connect().then(() => true, () => false);
+    if (connected) await this.subscribeAll(subscriber).catch(() => undefined);
   }
 
   private async subscribeAll(subscriber: Redis): Promise<void> {

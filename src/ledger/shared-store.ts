@@ -45,8 +45,11 @@ export interface SharedLedgerStore {
    * `expectedSha256` (two rotations at once: one wins, the other is told 'conflict').
    */
   rotate(record: GrantRecord, expectedSha256: string): Promise<'rotated' | 'unknown' | 'conflict'>;
-  /** Keeps a standing answer for a grant the store knows is not revoked; false when it is revoked. */
-  keepAnswer(answer: StandingAnswer): Promise<boolean>;
+  /**
+   * Keeps a standing answer for a live grant (a run-time one the store holds, or a config grant without
+   * a tombstone): the revision of the change, or 0 when the grant is revoked or gone.
+   */
+  keepAnswer(answer: StandingAnswer, runtime: boolean): Promise<number>;
   /** Writes back tombstones the store lost (it came back empty): a revoked grant never returns. */
   restoreTombstones(revoked: ReadonlyMap<string, string>): Promise<void>;
   /** The store's current revision: one cheap round trip, the heartbeat of freshness. */

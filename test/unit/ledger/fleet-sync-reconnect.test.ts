@@ -53,7 +53,7 @@ class MemoryStore implements SharedLedgerStore {
     this.state.revoked.set(id, at);
     this.change({ kind: 'revoked', id, at });
   };
-  keepAnswer = async (): Promise<boolean> => false;
+  keepAnswer = async (): Promise<number> => 0;
   forget = async (id: string, at: string): Promise<void> => {
     if (!this.state.grants.delete(id)) return;
     this.state.revoked.delete(id);

@@ -35,9 +35,9 @@ class FlakyStore implements SharedLedgerStore {
   };
   revoke = async (): Promise<void> => this.check();
   forget = async (): Promise<void> => this.check();
-  keepAnswer = async (): Promise<boolean> => {
+  keepAnswer = async (): Promise<number> => {
     this.check();
-    return true;
+    return 1;
   };
   restoreTombstones = (): Promise<void> => Promise.resolve();
   revision = (): Promise<number> => Promise.resolve(0);
