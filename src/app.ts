@@ -16,7 +16,7 @@ import { EventRing, Metrics, NoopMetrics, type MetricsSink } from './telemetry/i
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
 import { AskRegistry, AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
 import { HopCache, startListeners, stopListeners, type BoundListener, type HttpLimits, type ProxyRuntime } from './proxy/index.js';
-import { checkSocketGroups, ListenError } from './listen/index.js';
+import { checkSocketGroups, expiryWarning, ListenError, loadListenersTls, type LoadedTls } from './listen/index.js';
 
 /** How often a fleet instance polls the shared store's revision, beside its notifications (docs/fleet.md). */
 const FLEET_POLL_MS = 25;
@@ -124,6 +124,23 @@ function atFileIndex(issues: readonly ConfigIssue[], list: string, indices: read
   return issues.map((issue) => ({ ...issue, path: issue.path.replace(prefix, (whole, k: string) => `${list}[${indices[Number(k)] ?? k}]`) }));
 }
 
+/** listeners[].tls files that do not load (issue 28): named by key, as start, check-config and reload report them. */
+function tlsIssues(listeners: readonly ListenerSection[]): ConfigIssue[] {
+  const loaded = loadListenersTls(listeners);
+  return loaded.ok ? [] : loaded.issues;
+}
+
+/** How often a running Sluice looks again at its listener certificates' expiry (and warns ahead of it). */
+const CERTIFICATE_CHECK_MS = 6 * 3_600_000;
+
+function warnExpiring(log: OperationalLog, listeners: readonly BoundListener[]): void {
+  const now = Date.now();
+  for (const l of listeners) {
+    const warning = l.tls === null ? null : expiryWarning(l.name, l.tls.current, now);
+    if (warning !== null) log.warn({ listener: l.name }, warning);
+  }
+}
+
 const PROBE_ROUTE_PORTS = {
   lookupSync: () => null,
   fetchText: () => Promise.reject(new Error('not fetched by the config check')),
@@ -144,6 +161,7 @@ export async function checkConfigDraft(draft: ConfigDraft, env: AppOptions['env'
   const issues = [
     ...atFileIndex(checkConfigGrants(grants.items, env, self), 'grants', grants.indices),
     ...atFileIndex(await checkSocketGroups(listeners.items), 'listeners', listeners.indices),
+    ...atFileIndex(tlsIssues(listeners.items), 'listeners', listeners.indices),
   ];
   if (draft.dns !== undefined) {
     const hosts = compileHosts(draft.dns.hosts);
@@ -400,6 +418,9 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
     });
   });
   for (const l of listeners) self.add(l.address);
+  warnExpiring(runtime.log, listeners);
+  const certificateCheck = setInterval(() => warnExpiring(runtime.log, listeners), CERTIFICATE_CHECK_MS);
+  certificateCheck.unref();
   const dedicated = new DedicatedListeners<BoundListener>({
     open: async (grantId, listen) => {
       const [bound] = await startListeners(runtime, [{ name: DEDICATED_LISTENER_NAME, listen, grant: grantId, protocol: 'http' }], limits);
@@ -574,6 +595,7 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
     async close(drainMs = 0) {
       if (closing) return;
       closing = true;
+      clearInterval(certificateCheck);
       self.host.stop();
       await Promise.all([stopListeners(listeners, drainMs), dedicated.closeAll(drainMs)]);
       await admin?.close();
@@ -672,7 +694,13 @@ type ListenerReload =
  * everything is put back as it was and nothing else of the reload happens.
  */
 async function reloadListeners(runtime: ProxyRuntime, live: BoundListener[], from: readonly ListenerSection[], to: readonly ListenerSection[], limits: HttpLimits, self: SelfAddresses): Promise<ListenerReload> {
-  const same = (a: ListenerSection, b: ListenerSection): boolean => JSON.stringify(a) === JSON.stringify(b);
+  // New TLS files (a rotation: the same paths with new contents, or new paths) swap the context of new
+  // handshakes without restarting the listener, so no live tunnel ends; turning TLS on or off restarts it.
+  // Every file set loads before anything changes: one that does not refuses the whole reload.
+  const tls = loadListenersTls(to);
+  if (!tls.ok) return { ok: false, issue: tls.issues[0] as ConfigIssue };
+  const shape = (s: ListenerSection): string => JSON.stringify({ ...s, tls: s.tls !== undefined });
+  const same = (a: ListenerSection, b: ListenerSection): boolean => shape(a) === shape(b);
   const before = new Map(from.map((section) => [section.name, section]));
   const after = new Map(to.map((section) => [section.name, section]));
   const removed = from.filter((section) => !after.has(section.name));
@@ -718,6 +746,11 @@ async function reloadListeners(runtime: ProxyRuntime, live: BoundListener[], fro
   // The new set, in the new config's order: unchanged ones keep their server and connections.
   const next = to.map((section) => started.find((l) => l.name === section.name) ?? boundOf(section.name)).filter((l): l is BoundListener => l !== undefined);
   live.splice(0, live.length, ...next);
+  for (const l of next) {
+    const loaded: LoadedTls | undefined = tls.value.get(l.name);
+    if (l.tls !== null && loaded !== undefined && !started.includes(l)) l.tls.current = loaded;
+  }
+  warnExpiring(runtime.log, next);
   return {
     ok: true,
     added: added.map((s) => s.name),

@@ -26,7 +26,7 @@ export interface DecisionRecordV1 {
   readonly hop: number;
   readonly listener: string;
   readonly principal: string | null;
-  readonly via: 'listener' | 'token' | null;
+  readonly via: 'listener' | 'token' | 'certificate' | null;
   readonly request: RequestKind;
   readonly method: string;
   readonly target: string;

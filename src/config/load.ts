@@ -162,9 +162,17 @@ function crossCheck(draft: ConfigDraft, nowMs: number, unparsedGrantIds: Readonl
   const issues: ConfigIssue[] = [];
   const grantIds = new Set<string>(unparsedGrantIds);
   const seenIds = new Set<string>();
+  const certificates = new Map<string, string>();
   draft.grants.forEach((grant, i) => {
     if (grant === undefined) return;
     if (seenIds.has(grant.id)) issues.push({ path: `grants[${i}].id`, message: `duplicate grant id "${grant.id}"` });
+    // One certificate, one principal: a certificate two grants name would act for whichever matched first.
+    const certificate = grant.clientCertificate === undefined ? null : 'sha256' in grant.clientCertificate ? `sha256 ${grant.clientCertificate.sha256}` : `uriSan ${grant.clientCertificate.uriSan}`;
+    if (certificate !== null) {
+      const other = certificates.get(certificate);
+      if (other !== undefined) issues.push({ path: `grants[${i}].clientCertificate`, message: `grant "${other}" already names this certificate` });
+      certificates.set(certificate, grant.id);
+    }
     seenIds.add(grant.id);
     grantIds.add(grant.id);
     issues.push(...grantExpiry(grant, i, nowMs));
@@ -254,7 +262,9 @@ function resolveAudit(audit: ConfigFile['audit'], cwd: string): ConfigFile['audi
 }
 
 function resolveListener<L extends ListenerSection | undefined>(l: L, cwd: string): L {
-  return (l === undefined ? l : { ...l, listen: resolveListen(l.listen, cwd) }) as L;
+  if (l === undefined) return l;
+  const tls = l.tls === undefined ? undefined : { ...l.tls, certFile: path.resolve(cwd, l.tls.certFile), keyFile: path.resolve(cwd, l.tls.keyFile), clientCaFile: resolveFile(l.tls.clientCaFile, cwd), crlFile: resolveFile(l.tls.crlFile, cwd) };
+  return { ...l, listen: resolveListen(l.listen, cwd), ...(tls === undefined ? {} : { tls }) } as L;
 }
 
 /** ledger.redis.tls.caFile, like every path of the config, against the working directory (ADR 0006). */

@@ -32,12 +32,28 @@ function isCidr(value: string): boolean {
   return /^(0|[1-9][0-9]{0,2})$/.test(prefix) && Number(prefix) <= (net.isIPv6(address) ? 128 : 32);
 }
 
+/** listeners[].tls: PEM files, read at start and at every reload (a rotation needs no restart). */
+export const listenerTlsSchema = z
+  .strictObject({
+    certFile: z.string().min(1),
+    keyFile: z.string().min(1),
+    /** Client certificates must chain to this CA: with it, a client without a certificate fails the handshake. */
+    clientCaFile: z.string().min(1).optional(),
+    /** Certificates this CRL revokes fail the handshake (needs clientCaFile). */
+    crlFile: z.string().min(1).optional(),
+    minVersion: z.enum(['TLSv1.2', 'TLSv1.3']).default('TLSv1.2'),
+  })
+  .refine((t) => t.crlFile === undefined || t.clientCaFile !== undefined, { message: 'tls.crlFile needs tls.clientCaFile', path: ['crlFile'] });
+
 export const listenerSchema = z
   .strictObject({
     name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - (1-64)'),
     listen: listenAddress,
-    identify: z.literal('token').optional(),
+    /** `token` (Proxy-Authorization) or `certificate` (a client certificate mapped to a grant; needs tls.clientCaFile). */
+    identify: z.enum(['token', 'certificate']).optional(),
     grant: z.string().min(1).optional(),
+    /** TLS on this TCP listener (issue 28): after a PROXY protocol header, before anything else. */
+    tls: listenerTlsSchema.optional(),
     maxConnections: z.number().int().positive().optional(),
     /** `http` (CONNECT and absolute-form) or `socks5` (RFC 1928 CONNECT, RFC 1929 credentials). */
     protocol: z.enum(['http', 'socks5']).default('http'),
@@ -50,7 +66,13 @@ export const listenerSchema = z
       .strictObject({ trustedSources: z.array(z.string().refine(isCidr, { message: 'expected a CIDR such as 10.0.0.0/8 or fd00::/8' })).min(1) })
       .optional(),
   })
-  .refine((l) => !(l.identify && l.grant), { message: 'a listener is either identify: token or bound to one grant, not both' });
+  .refine((l) => !(l.identify && l.grant), { message: 'a listener is either identify: token or bound to one grant, not both' })
+  .superRefine((l, ctx) => {
+    if (l.tls !== undefined && l.listen.startsWith('unix:')) ctx.addIssue({ code: 'custom', path: ['tls'], message: 'TLS is for TCP listeners: a unix: socket is already confined by its file mode' });
+    if (l.identify === 'certificate' && l.tls?.clientCaFile === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['identify'], message: 'identify: certificate needs tls.clientCaFile (the CA that client certificates must chain to)' });
+    }
+  });
 
 /** The longest a hop may be held on an ask: a held connection is a resource the sandbox spends. */
 export const MAX_ASK_TIMEOUT_MS = 600_000;
@@ -79,6 +101,16 @@ const grantFields = {
    * refused approval_timeout. Absent: refused at once (destination_not_granted), as before.
    */
   ask: z.strictObject({ timeoutMs: z.number().int().min(100).max(MAX_ASK_TIMEOUT_MS) }).optional(),
+  /**
+   * The client certificate that identifies this grant on a listener with `identify: certificate` (issue 28):
+   * the SHA-256 of the certificate (DER, hex; colons allowed), or a URI SAN it carries (SPIFFE style). Never the CN.
+   */
+  clientCertificate: z
+    .union([
+      z.strictObject({ sha256: z.string().regex(/^(?:[0-9a-fA-F]{2}:?){31}[0-9a-fA-F]{2}$/, 'expected the SHA-256 of the certificate: 64 hex digits, colons allowed').transform((v) => v.replaceAll(':', '').toLowerCase()) }),
+      z.strictObject({ uriSan: z.string().min(1).max(2048).regex(/^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$/, 'expected a URI such as spiffe://example.org/agent') }),
+    ])
+    .optional(),
 };
 
 /** A grant issued at run time (POST /v1/grants): the same fields as config, never an id or a token. */

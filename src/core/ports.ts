@@ -26,6 +26,8 @@ export interface GrantView {
   readonly ask: { readonly timeoutMs: number } | null;
   /** Asks answered for the grant's life (scope `grant`): each destination's standing allow or deny. */
   readonly answers: readonly { readonly destination: string; readonly decision: 'allow' | 'deny'; readonly at: string }[];
+  /** The client certificate that identifies the grant on an `identify: certificate` listener, or null. */
+  readonly clientCertificate: { readonly sha256: string } | { readonly uriSan: string } | null;
   readonly limits: Readonly<Record<string, number | string>>;
   readonly issuedAt: string;
   readonly expiresAt: string | null;

@@ -28,6 +28,7 @@ export function socksReplyCode(reason: ReasonCode): number {
     case 'grant_expired':
     case 'grant_revoked':
     case 'token_grant_mismatch':
+    case 'certificate_not_granted':
     case 'connection_limit_reached':
     case 'connection_quota_exhausted':
     case 'byte_limit_reached':

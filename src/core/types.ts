@@ -57,7 +57,8 @@ export type PinnedAddress = {
 
 export interface Principal {
   readonly grantId: string;
-  readonly via: 'listener' | 'token';
+  /** How it was identified: a dedicated listener, a token, or a client certificate (issue 28). */
+  readonly via: 'listener' | 'token' | 'certificate';
 }
 
 export type RequestKind = 'connect' | 'forward';

@@ -81,6 +81,7 @@ export function toGrantView(
     requireAttestedAddress: spec.requireAttestedAddress,
     ask: spec.ask === undefined ? null : { timeoutMs: spec.ask.timeoutMs },
     answers: answers.map(({ destination, decision, at }) => ({ destination, decision, at })),
+    clientCertificate: spec.clientCertificate ?? null,
     limits,
     issuedAt: record.issuedAt,
     expiresAt: expires === undefined ? null : expires instanceof Date ? expires.toISOString() : expires,
@@ -140,6 +141,8 @@ export function createControl(deps: ControlDeps): ProxyControl {
     const probe = registry.compile({ id: 'probe', spec, revoked: false, tokenSha256: null }, '');
     if (!probe.ok) return fail(400, 'grant_invalid', probe.issues);
     if (spec.listen !== undefined && dedicated.isInUse(spec.listen)) return fail(409, 'listen_in_use', [{ path: 'listen', message: `${spec.listen} is already a dedicated listener` }]);
+    const holder = spec.clientCertificate === undefined ? undefined : registry.certificateHolder(spec.clientCertificate);
+    if (holder !== undefined) return fail(409, 'client_certificate_in_use', [{ path: 'clientCertificate', message: `grant ${holder} already names this certificate: one certificate, one principal` }]);
     const { record, token } = await ledger.issue(spec);
     const compiled = registry.compile({ id: record.id, spec, revoked: false, tokenSha256: null }, '');
     if (!compiled.ok) return fail(500, 'grant_invalid', compiled.issues);

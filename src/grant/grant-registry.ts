@@ -8,7 +8,7 @@ import { parseProxyAuthorization, TokenStore, type PreviousToken } from '../iden
 import { authorize } from '../authority/index.js';
 import { checkAddress, type SelfAddresses } from '../resolve/index.js';
 import type { ForwardBudget } from '../relay/index.js';
-import { compileGrant, type RuntimeGrant } from './grant-table.js';
+import { certificateKey, compileGrant, type RuntimeGrant } from './grant-table.js';
 import { FleetByteBudget, type SharedBudgets } from './shared-budgets.js';
 
 /** A client connection as the registry sees it: proxy/'s GrantConnection. */
@@ -75,6 +75,8 @@ export class GrantRegistry {
   private readonly endedListeners: ((id: string) => void)[] = [];
   /** Rotated grants whose previous token is still accepted, with when that ends (epoch ms). */
   private readonly graces = new Map<string, number>();
+  /** Certificate key (grant-table.ts certificateKey) → grant id; rebuilt on first use after a change. */
+  private certificates: Map<string, string> | null = null;
   /** The earliest of `graces` (Infinity: none), checked on every revision read; and its timer. */
   private graceEndMs = Infinity;
   private graceTimer: NodeJS.Timeout | null = null;
@@ -98,6 +100,35 @@ export class GrantRegistry {
     return this.changes;
   }
 
+  /**
+   * The grant a verified client certificate acts for (issue 28): the one grant that names its SHA-256 or
+   * one of its URI SANs. Several grants matched (a SHA-256 and a URI naming different grants, or two URIs)
+   * is no principal at all, never the first match. Never the subject's CN.
+   */
+  grantForCertificate(sha256: string, uris: readonly string[]): { readonly grant: string } | { readonly none: 'unknown' | 'ambiguous' } {
+    if (this.certificates === null) {
+      this.certificates = new Map();
+      // A revoked grant gives its certificate up: a new grant may name it (its connections ended with it).
+      for (const grant of this.grants.values()) if (grant.clientCertificate !== null && !grant.revoked) this.certificates.set(certificateKey(grant.clientCertificate), grant.id);
+    }
+    const matched = new Set<string>();
+    const bySha = this.certificates.get(`sha256 ${sha256}`);
+    if (bySha !== undefined) matched.add(bySha);
+    for (const uri of uris) {
+      const byUri = this.certificates.get(`uri ${uri}`);
+      if (byUri !== undefined) matched.add(byUri);
+    }
+    if (matched.size === 1) return { grant: [...matched][0] as string };
+    return { none: matched.size === 0 ? 'unknown' : 'ambiguous' };
+  }
+
+  /** The grant other than `except` that already names this certificate, if any (one certificate, one principal). */
+  certificateHolder(certificate: { readonly sha256: string } | { readonly uriSan: string }, except?: string): string | undefined {
+    const key = certificateKey(certificate);
+    for (const grant of this.grants.values()) if (grant.id !== except && !grant.revoked && grant.clientCertificate !== null && certificateKey(grant.clientCertificate) === key) return grant.id;
+    return undefined;
+  }
+
   /** Compiles one grant; nothing is installed when it has issues. */
   compile(input: GrantInput, prefix: string): { ok: true; value: RuntimeGrant } | { ok: false; issues: ConfigIssue[] } {
     return compileGrant(input.id, input.spec, input.revoked, this.self, prefix);
@@ -107,6 +138,7 @@ export class GrantRegistry {
   install(grants: readonly { grant: RuntimeGrant; tokenSha256: Buffer | null }[]): number {
     let ended = 0;
     this.changes += 1;
+    this.certificates = null;
     for (const { grant, tokenSha256 } of grants) {
       const previous = this.grants.get(grant.id);
       this.grants.set(grant.id, grant);
@@ -186,6 +218,7 @@ export class GrantRegistry {
   remove(ids: readonly string[], reason: CloseReason): number {
     let ended = 0;
     if (ids.length > 0) this.changes += 1;
+    this.certificates = null;
     for (const id of ids) {
       for (const listener of this.endedListeners) listener(id);
       this.grants.delete(id);
@@ -210,6 +243,7 @@ export class GrantRegistry {
     if (grant === undefined) return 0;
     for (const listener of this.endedListeners) listener(id);
     this.changes += 1;
+    this.certificates = null;
     this.grants.set(id, { ...grant, revoked: true });
     this.clearExpiry(id);
     return this.endConnections(id, 'revoked');

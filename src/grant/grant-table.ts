@@ -18,6 +18,13 @@ export interface RuntimeGrant {
   readonly generation: string | null;
   /** How long a destination no rule names is held on an ask; null: never asked, refused at once. */
   readonly askTimeoutMs: number | null;
+  /** The client certificate that identifies the grant on an `identify: certificate` listener (issue 28). */
+  readonly clientCertificate: { readonly sha256: string } | { readonly uriSan: string } | null;
+}
+
+/** The index key of a grant's client certificate. */
+export function certificateKey(certificate: { readonly sha256: string } | { readonly uriSan: string }): string {
+  return 'sha256' in certificate ? `sha256 ${certificate.sha256}` : `uri ${certificate.uriSan}`;
 }
 
 function expiresAtMs(value: string | Date | undefined): number | null {
@@ -47,6 +54,7 @@ export function compileGrant(id: string, spec: GrantSpec, revoked: boolean, self
       limits: spec.limits,
       generation: spec.generation ?? null,
       askTimeoutMs: spec.ask?.timeoutMs ?? null,
+      clientCertificate: spec.clientCertificate ?? null,
     },
   };
 }

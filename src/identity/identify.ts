@@ -6,6 +6,11 @@ import type { TokenStore } from './token-store.js';
 export interface ListenerIdentity {
   /** The grant every connection on this listener acts for, or null for token identity. */
   readonly boundGrant: string | null;
+  /**
+   * On an `identify: certificate` listener (issue 28): the connection's verified client certificate
+   * decided `boundGrant`; `'unknown'` or `'ambiguous'` when it maps to no grant or to several.
+   */
+  readonly certificate?: 'mapped' | 'unknown' | 'ambiguous';
 }
 
 interface PresentedToken {
@@ -47,13 +52,17 @@ function principalFromToken(tokens: TokenStore, presented: PresentedToken): stri
  */
 export function identify(listener: ListenerIdentity, tokens: TokenStore, header: string | undefined): Verdict<Principal> {
   const presented = parseProxyAuthorization(header);
+  // A certificate listener never falls back to tokens: the certificate is the principal or there is none.
+  if (listener.certificate === 'unknown') return deny('certificate_not_granted', 'no grant names this client certificate');
+  if (listener.certificate === 'ambiguous') return deny('certificate_not_granted', 'the client certificate matches several grants');
+  const via = listener.certificate === 'mapped' ? 'certificate' : 'listener';
   if (listener.boundGrant !== null) {
-    if (presented === null) return ok({ grantId: listener.boundGrant, via: 'listener' });
+    if (presented === null) return ok({ grantId: listener.boundGrant, via });
     if (presented === 'malformed') return deny('token_invalid', 'unreadable Proxy-Authorization');
     const grantId = principalFromToken(tokens, presented);
     if (grantId === undefined) return deny('token_invalid');
     if (grantId !== listener.boundGrant) return deny('token_grant_mismatch', `token of grant ${grantId}`);
-    return ok({ grantId, via: 'listener' });
+    return ok({ grantId, via });
   }
   if (presented === null) return deny('token_missing');
   if (presented === 'malformed') return deny('token_invalid', 'unreadable Proxy-Authorization');

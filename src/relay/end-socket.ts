@@ -17,6 +17,14 @@ export function withdrawsAuthority(reason: CloseReason): boolean {
   return WITHDRAWN.has(reason);
 }
 
+/** The TCP socket under a TLS socket Sluice accepted (a TLS listener, issue 28): the one a reset goes to. */
+const TRANSPORTS = new WeakMap<net.Socket, net.Socket>();
+
+/** Records that `secure` runs over `transport`, so a withdrawn connection resets the TCP socket under it. */
+export function carriedOver(secure: net.Socket, transport: net.Socket): void {
+  TRANSPORTS.set(secure, transport);
+}
+
 /**
  * Resets a TCP socket now. A socket without a TCP handle (a Unix socket, a TLS socket) has no reset:
  * Node throws ERR_INVALID_HANDLE_TYPE before touching it, and it is destroyed instead; its peer can still
@@ -24,6 +32,13 @@ export function withdrawsAuthority(reason: CloseReason): boolean {
  */
 export function resetSocket(socket: net.Socket): void {
   if (socket.destroyed) return;
+  // A TLS socket has no reset of its own: its TCP socket's is the one that drops what the kernel holds.
+  const transport = TRANSPORTS.get(socket);
+  if (transport !== undefined && !transport.destroyed) {
+    resetSocket(transport);
+    socket.destroy();
+    return;
+  }
   // Not connected (no handle: resetAndDestroy would emit ERR_SOCKET_CLOSED), still connecting, or shutting down.
   if (socket.pending || mayBeShuttingDown(socket)) return void socket.destroy();
   try {

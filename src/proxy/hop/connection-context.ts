@@ -41,12 +41,23 @@ export class ConnectionContext {
   private carried: string | null = null;
 
   constructor(
-    readonly socket: net.Socket,
+    /** The client socket: the accepted one, or on a TLS listener the TLS socket over it (overTls). */
+    public socket: net.Socket,
     readonly listener: string,
-    readonly identity: ListenerIdentity,
+    public identity: ListenerIdentity,
   ) {
     nextId += 1;
     this.id = `c${nextId.toString(36)}`;
+  }
+
+  /**
+   * The handshake on a TLS listener completed: every later read and write is the TLS socket's, and on an
+   * `identify: certificate` listener the certificate decided the principal (issue 28). Called once,
+   * before the first request is read.
+   */
+  overTls(secure: net.Socket, identity: ListenerIdentity): void {
+    this.socket = secure;
+    this.identity = identity;
   }
 
   /**

@@ -20,7 +20,7 @@ export interface DecideDeps {
 
 /** Returns true when the grant is usable now; otherwise records why on the hop. */
 export function checkGrantLive(hop: Hop, grant: RuntimeGrant | undefined, now: number): grant is RuntimeGrant {
-  if (grant === undefined) return hop.fail(hop.principal?.via === 'listener' ? 'grant_unknown' : 'token_invalid');
+  if (grant === undefined) return hop.fail(hop.principal?.via === 'token' ? 'token_invalid' : 'grant_unknown');
   if (grant.revoked) return hop.fail('grant_revoked');
   if (grant.expiresAtMs !== null && now >= grant.expiresAtMs) return hop.fail('grant_expired');
   hop.grant = grant;

@@ -16,7 +16,8 @@ import { writeResponseDenial, writeSocketDenial } from './respond.js';
 import { refuseHop, type Answer } from '../hop/run-hop.js';
 import type { ProxyRuntime } from '../hop/runtime.js';
 import { afterResponse, answerInOrder, noteResponse, pendingResponse } from './answer-in-order.js';
-import { bindListener, closeListeners, proxyProtocolGate, type ProxyProtocolGate, type SocketFile } from '../../listen/index.js';
+import { acceptTls, bindListener, closeListeners, loadListenerTls, presentedCertificate, proxyProtocolGate, type ProxyProtocolGate, type SocketFile, type TlsHolder } from '../../listen/index.js';
+import { carriedOver } from '../../relay/index.js';
 
 const CONTEXT = Symbol('sluice.connection');
 type TaggedSocket = net.Socket & { [CONTEXT]?: ConnectionContext };
@@ -35,7 +36,12 @@ export interface BoundListener {
   readonly sockets: Set<net.Socket>;
   /** A Unix listener's socket file, removed on stop (null for TCP). */
   readonly socketFile: SocketFile | null;
+  /** A TLS listener's context for new handshakes (listeners[].tls); a reload swaps `current`. */
+  readonly tls: TlsHolder | null;
 }
+
+/** The first byte of a TLS record carrying a handshake (RFC 8446 §5.1, ContentType handshake = 22). */
+const TLS_HANDSHAKE_RECORD = 0x16;
 
 /** Closed until the listener's socket file has its final mode: a connection accepted before is dropped. */
 interface AcceptGate {
@@ -100,7 +106,54 @@ interface ListenerServers {
   readonly http: http.Server;
 }
 
-function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>, gate: AcceptGate): ListenerServers {
+/**
+ * listeners[].tls: the handshake, after any PROXY protocol header and before anything else, within
+ * timeouts.headersMs of accept (a client that opens and stalls holds nothing longer than a slow head
+ * would). A connection that starts in plain text is answered in plain text (tls_required), so `curl -x
+ * http://` to a TLS listener learns why. On an `identify: certificate` listener the verified client
+ * certificate decides the principal, once, for the connection's life.
+ */
+function startTls(rt: ProxyRuntime, section: ListenerSection, ctx: ConnectionContext, holder: TlsHolder, limits: HttpLimits, serve: (secure: net.Socket) => void): void {
+  const transport = ctx.socket;
+  const refuse = (reason: 'tls_required' | 'tls_handshake_failed' | 'request_timeout', detail: string, answer: Answer): void =>
+    refuseHop(rt, ctx, new Hop(ctx.nextHop(), 'forward', '-', ''), reason, detail, answer);
+  const deadline = setTimeout(() => {
+    transport.removeListener('data', onFirst);
+    refuse('tls_handshake_failed', 'no TLS handshake within timeouts.headersMs', () => void transport.destroy());
+  }, limits.headersTimeoutMs);
+  deadline.unref();
+  transport.on('error', destroyOnError);
+  transport.once('close', () => clearTimeout(deadline));
+  const onFirst = (chunk: Buffer): void => {
+    transport.pause();
+    if (chunk[0] !== TLS_HANDSHAKE_RECORD) {
+      clearTimeout(deadline);
+      refuse('tls_required', 'the connection began in plain text', (decision) => writeSocketDenial(transport, decision));
+      return;
+    }
+    transport.unshift(chunk);
+    clearTimeout(deadline);
+    const left = Math.max(1, limits.headersTimeoutMs - (Date.now() - ctx.acceptedAtMs));
+    acceptTls(transport, holder, left, (outcome) => {
+      if (!outcome.ok) return refuse('tls_handshake_failed', outcome.reason, () => void transport.destroy());
+      const secure = outcome.socket as TaggedSocket;
+      carriedOver(secure, transport);
+      secure[CONTEXT] = ctx;
+      noteResponse(secure, null);
+      if (section.identify !== 'certificate') ctx.overTls(secure, ctx.identity);
+      else {
+        const presented = presentedCertificate(outcome.socket);
+        if (presented === null) return refuse('tls_handshake_failed', 'no client certificate', () => void secure.destroy());
+        const mapped = rt.registry.grantForCertificate(presented.sha256, presented.uris);
+        ctx.overTls(secure, 'grant' in mapped ? { boundGrant: mapped.grant, certificate: 'mapped' } : { boundGrant: null, certificate: mapped.none });
+      }
+      serve(secure);
+    });
+  };
+  transport.once('data', onFirst);
+}
+
+function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>, gate: AcceptGate, tls: TlsHolder | null): ListenerServers {
   const proxyHeader = section.proxyProtocol === undefined ? null : proxyProtocolGate(section.proxyProtocol.trustedSources, limits.headersTimeoutMs);
   // A SOCKS5 listener's node:http server parses only mediated tunnels (mediated-tunnel.ts).
   const httpServer = createHttpServer(rt, limits);
@@ -113,7 +166,9 @@ function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: SOCKET_HIGH_WATER_MARK }, (socket: TaggedSocket) => {
     if (!gate.isOpen) return void socket.destroy();
     const ctx = acceptConnection(rt, section, sockets, socket, httpServer);
-    if (ctx !== null) afterProxyHeader(rt, proxyHeader, ctx, () => serve(ctx, socket));
+    if (ctx === null) return;
+    if (tls === null) afterProxyHeader(rt, proxyHeader, ctx, () => serve(ctx, socket));
+    else afterProxyHeader(rt, proxyHeader, ctx, () => startTls(rt, section, ctx, tls, limits, (secure) => serve(ctx, secure)));
   });
   return { server, http: httpServer };
 }
@@ -300,14 +355,17 @@ export async function startListeners(rt: ProxyRuntime, sections: readonly Listen
     for (const section of sections) {
       const sockets = new Set<net.Socket>();
       const acceptGate: AcceptGate = { isOpen: false };
-      const { server, http: httpServer } = createListenerServer(rt, section, limits, sockets, acceptGate);
+      // A file set that does not load fails the start (or the reload) naming the key: never a listener
+      // that accepts and then fails every handshake.
+      const tls = section.tls === undefined ? null : { current: loadListenerTls(section.tls) };
+      const { server, http: httpServer } = createListenerServer(rt, section, limits, sockets, acceptGate, tls);
       const { address, socketFile } = await bindListener(server, section, isUnixSocketAlive);
       // Nothing is served before the socket file has its final mode, as on the admin socket.
       acceptGate.isOpen = true;
       // node:http sets up its connection tracking (header timeouts, closeIdleConnections) on
       // 'listening'; it is fed sockets by the listener instead of listening itself.
       httpServer.emit('listening');
-      bound.push({ name: section.name, address, server, http: httpServer, sockets, socketFile });
+      bound.push({ name: section.name, address, server, http: httpServer, sockets, socketFile, tls });
     }
   } catch (error) {
     await stopListeners(bound);

@@ -34,6 +34,7 @@ export class FakeControl implements ProxyControl {
       requireAttestedAddress: false,
       ask: null,
       answers: [],
+      clientCertificate: null,
       limits: s.limits,
       issuedAt: '2026-01-01T00:00:00.000Z',
       expiresAt: typeof s.limits['expiresAt'] === 'string' ? s.limits['expiresAt'] : null,

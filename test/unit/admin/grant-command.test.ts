@@ -138,6 +138,7 @@ describe('formatGrantTable: the DESTINATIONS column', () => {
     requireAttestedAddress: false,
     ask: null,
     answers: [],
+    clientCertificate: null,
     limits: {},
     issuedAt: '2026-12-04T00:00:00.000Z',
     expiresAt: null,
