@@ -460,3 +460,44 @@ describe('GrantRegistry tokens: a token finds exactly the grant in force that ho
     expect(registry.tokens.findByToken('other')).toBe('b');
   });
 });
+
+// Issue 28: a verified client certificate names its principal only through a grant that names it, one
+// grant for one certificate; a revoked grant gives its certificate up, and nothing maps from the CN.
+describe('GrantRegistry.grantForCertificate', () => {
+  const SHA_A = 'a1'.repeat(32);
+  const SHA_B = 'b2'.repeat(32);
+
+  it('maps by SHA-256 or by one URI SAN, and nothing else', () => {
+    const registry = newRegistry();
+    installGrant(registry, 'by-sha', { clientCertificate: { sha256: SHA_A } });
+    installGrant(registry, 'by-uri', { clientCertificate: { uriSan: 'spiffe://example.org/agent' } });
+    installGrant(registry, 'plain', {});
+    expect(registry.grantForCertificate(SHA_A, [])).toEqual({ grant: 'by-sha' });
+    expect(registry.grantForCertificate(SHA_B, ['spiffe://example.org/other', 'spiffe://example.org/agent'])).toEqual({ grant: 'by-uri' });
+    expect(registry.grantForCertificate(SHA_B, ['spiffe://example.org/agent/x', 'SPIFFE://example.org/agent'])).toEqual({ none: 'unknown' });
+    expect(registry.grantForCertificate(SHA_B, [])).toEqual({ none: 'unknown' });
+  });
+
+  it('is no principal at all when the SHA-256 and a URI (or two URIs) name different grants', () => {
+    const registry = newRegistry();
+    installGrant(registry, 'a', { clientCertificate: { sha256: SHA_A } });
+    installGrant(registry, 'b', { clientCertificate: { uriSan: 'spiffe://x/b' } });
+    installGrant(registry, 'c', { clientCertificate: { uriSan: 'spiffe://x/c' } });
+    expect(registry.grantForCertificate(SHA_A, ['spiffe://x/b'])).toEqual({ none: 'ambiguous' });
+    expect(registry.grantForCertificate(SHA_B, ['spiffe://x/b', 'spiffe://x/c'])).toEqual({ none: 'ambiguous' });
+  });
+
+  it('follows installs, revocations and removals; a revoked grant gives its certificate to a new grant', () => {
+    const registry = newRegistry();
+    installGrant(registry, 'old', { clientCertificate: { sha256: SHA_A } });
+    expect(registry.certificateHolder({ sha256: SHA_A })).toBe('old');
+    expect(registry.certificateHolder({ sha256: SHA_A }, 'old')).toBeUndefined();
+    registry.revoke('old');
+    expect(registry.grantForCertificate(SHA_A, [])).toEqual({ none: 'unknown' });
+    expect(registry.certificateHolder({ sha256: SHA_A })).toBeUndefined();
+    installGrant(registry, 'new', { clientCertificate: { sha256: SHA_A } });
+    expect(registry.grantForCertificate(SHA_A, [])).toEqual({ grant: 'new' });
+    registry.remove(['new'], 'revoked');
+    expect(registry.grantForCertificate(SHA_A, [])).toEqual({ none: 'unknown' });
+  });
+});

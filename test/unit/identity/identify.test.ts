@@ -152,3 +152,22 @@ describe('review 2026-12 finding 13: a token valid for another grant costs what 
     expect([a.ok ? 'ok' : a.reason, b.ok ? 'ok' : b.reason]).toEqual(['token_grant_mismatch', 'token_invalid']);
   });
 });
+
+// Issue 28: on an `identify: certificate` listener the verified client certificate is the principal. A
+// certificate that names no grant (or several) is refused whatever token comes with it: the listener
+// never falls back to tokens. A token of another grant is refused as on a dedicated listener.
+describe('identify on a certificate listener', () => {
+  const MAPPED_A: ListenerIdentity = { boundGrant: 'grant-a', certificate: 'mapped' };
+  it.each([
+    ['no token', MAPPED_A, undefined, 'grant-a via certificate'],
+    ['the same grant’s token', MAPPED_A, `Bearer ${TOKEN_A}`, 'grant-a via certificate'],
+    ['another grant’s valid token', MAPPED_A, `Bearer ${TOKEN_B}`, 'token_grant_mismatch'],
+    ['another grant’s token as Basic with its id', MAPPED_A, basic(`grant-b:${TOKEN_B}`), 'token_grant_mismatch'],
+    ['a wrong token', MAPPED_A, 'Bearer nope', 'token_invalid'],
+    ['an unmapped certificate and no token', { boundGrant: null, certificate: 'unknown' } as ListenerIdentity, undefined, 'certificate_not_granted'],
+    ['an unmapped certificate and a valid token', { boundGrant: null, certificate: 'unknown' } as ListenerIdentity, `Bearer ${TOKEN_B}`, 'certificate_not_granted'],
+    ['an ambiguous certificate and a valid token', { boundGrant: null, certificate: 'ambiguous' } as ListenerIdentity, basic(`grant-a:${TOKEN_A}`), 'certificate_not_granted'],
+  ])('%s', (_name, listener, header, expected) => {
+    expect(who(listener, header)).toBe(expected);
+  });
+});
