@@ -28,6 +28,9 @@ export type AskView = AskPending;
 export interface AnswerReport {
   readonly result: AnswerResult;
   readonly kept?: boolean;
+  /** The ask's grant and destination, once answered. */
+  readonly grant?: string;
+  readonly destination?: string;
 }
 
 interface PendingAsk {
@@ -236,7 +239,8 @@ export class AskRegistry {
     const entry = this.byId.get(id);
     if (entry !== undefined) this.finish(entry, outcomeOf(id, fleetAnswer), fleetAnswer, 'admin', true);
     else if (view !== null) this.announceAnswered(view, fleetAnswer);
-    return kept === undefined ? { result: 'answered' } : { result: 'answered', kept };
+    const answered = { result: 'answered' as const, ...(view === null ? {} : { grant: view.grant, destination: view.destination }) };
+    return kept === undefined ? answered : { ...answered, kept };
   }
 
   /** The grant was revoked, forgotten or dropped: its held hops are refused now. */

@@ -92,7 +92,7 @@ export function toGrantView(
 }
 
 /** POST /v1/asks/{id}: `{"decision":"allow"|"deny","scope":"once"|"grant"}`; the first answer wins. */
-async function answerAsk(asks: AskRegistry | undefined, id: string, body: unknown): Promise<ControlResult<{ readonly ask: string; readonly decision: string; readonly scope: string; readonly kept?: boolean }>> {
+async function answerAsk(asks: AskRegistry | undefined, log: OperationalLog, id: string, body: unknown): Promise<ControlResult<{ readonly ask: string; readonly decision: string; readonly scope: string; readonly kept?: boolean }>> {
   const issues: ControlIssue[] = [];
   const fields = typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : null;
   if (fields === null) return fail(400, 'ask_answer_invalid', [{ path: '', message: 'expected {"decision":"allow"|"deny","scope":"once"|"grant"}' }]);
@@ -112,6 +112,8 @@ async function answerAsk(asks: AskRegistry | undefined, id: string, body: unknow
   }
   if (report.result === 'not_found') return fail(404, 'ask_not_found');
   if (report.result === 'already_answered') return fail(409, 'ask_answered', [{ path: 'id', message: `${id} was already answered (or timed out); the first answer stands` }]);
+  // Who allowed what is an operator's question later: every answer is logged, a standing one with whether the ledger kept it.
+  log.info({ ask: id, grant: report.grant ?? null, destination: report.destination ?? null, decision, scope, kept: report.kept ?? null }, scope === 'grant' ? `ask answered for the grant's life: ${String(decision)}` : `ask answered once: ${String(decision)}`);
   const value = { ask: id, decision: decision as string, scope: scope as string };
   return { ok: true, value: report.kept === undefined ? value : { ...value, kept: report.kept } };
 }
@@ -230,7 +232,7 @@ export function createControl(deps: ControlDeps): ProxyControl {
     revokeGeneration: narrowing(revokeGeneration),
     rotateGrant: guarded(rotateGrant),
     listAsks: async () => (await deps.asks?.listAll()) ?? [],
-    answerAsk: (id, body) => answerAsk(deps.asks, id, body),
+    answerAsk: (id, body) => answerAsk(deps.asks, log, id, body),
     reload: deps.reload,
     readiness: deps.readiness,
     ledgerFresh: deps.ledgerFresh,
