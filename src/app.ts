@@ -253,6 +253,12 @@ export async function buildRuntime(
   const asks = new AskRegistry({ events, now: Date.now });
   // A revoked, forgotten or dropped grant refuses the hops held on its asks at once.
   registry.onGrantEnded((id) => asks.endGrant(id));
+  // An expired grant's held hops are refused grant_expired, and a supervisor sees it expire.
+  registry.onGrantExpired((id) => {
+    asks.endGrant(id, 'grant_expired');
+    const generation = registry.grants.get(id)?.generation ?? null;
+    events.publish('grant', { grant: id, generation }, { ts: new Date().toISOString(), action: 'expire', grant: id, generation });
+  });
   const runtime: ProxyRuntime = {
     gate: new ConnectionGate(config.limits.maxConnections),
     authThrottle: new AuthThrottle({ perGrantId: config.limits.authFailuresPerMinute, perSource: config.limits.authFailuresPerMinutePerSource }, Date.now, log),

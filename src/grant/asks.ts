@@ -243,13 +243,13 @@ export class AskRegistry {
     return kept === undefined ? answered : { ...answered, kept };
   }
 
-  /** The grant was revoked, forgotten or dropped: its held hops are refused now. */
-  endGrant(grantId: string): void {
-    this.standing.forget?.(grantId);
+  /** The grant was revoked, forgotten or dropped (or it expired): its held hops are refused now. */
+  endGrant(grantId: string, reason: 'grant_revoked' | 'grant_expired' = 'grant_revoked'): void {
+    if (reason === 'grant_revoked') this.standing.forget?.(grantId);
     for (const entry of [...this.pending.values()]) {
       if (entry.grant !== grantId) continue;
       if (this.shared !== null && !entry.joined) void this.shared.answer(entry.id, REVOKED).catch(() => undefined);
-      this.finish(entry, outcomeOf(entry.id, REVOKED), REVOKED, 'revoked');
+      this.finish(entry, { allowed: false, ask: entry.id, reason }, REVOKED, 'revoked');
     }
   }
 

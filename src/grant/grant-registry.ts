@@ -73,6 +73,7 @@ export class GrantRegistry {
   private readonly expiry = new Map<string, NodeJS.Timeout>();
   private changes = 0;
   private readonly endedListeners: ((id: string) => void)[] = [];
+  private readonly expiredListeners: ((id: string) => void)[] = [];
   /** Rotated grants whose previous token is still accepted, with when that ends (epoch ms). */
   private readonly graces = new Map<string, number>();
   /** Certificate key (grant-table.ts certificateKey) → grant id; rebuilt on first use after a change. */
@@ -235,6 +236,11 @@ export class GrantRegistry {
   /** Called with a grant's id when it is revoked, forgotten or dropped (asks.ts ends the hops held on its asks). */
   onGrantEnded(listener: (id: string) => void): void {
     this.endedListeners.push(listener);
+  }
+
+  /** Called with a grant's id when it reaches its expiresAt (its connections have just ended). */
+  onGrantExpired(listener: (id: string) => void): void {
+    this.expiredListeners.push(listener);
   }
 
   /** Marks a grant revoked (kept, so its token answers grant_revoked) and ends its connections now. */
@@ -430,6 +436,7 @@ export class GrantRegistry {
       else {
         this.changes += 1;
         this.endConnections(grant.id, 'expired');
+        for (const listener of this.expiredListeners) listener(grant.id);
       }
     }, Math.max(0, Math.min(delay, MAX_TIMER_MS)));
     timer.unref();

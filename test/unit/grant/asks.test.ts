@@ -142,3 +142,18 @@ describe('AskRegistry', () => {
     asks.close();
   });
 });
+
+describe('AskRegistry.endGrant on expiry', () => {
+  it('refuses the held hops grant_expired (not revoked), and keeps the grant’s standing answers', async () => {
+    const { asks } = setUp();
+    const g = grant('g-exp');
+    const first = asks.raise(g, 'https://one.test:443');
+    await asks.answer(asks.list()[0]!.ask, { decision: 'allow', scope: 'grant' });
+    expect((await first).allowed).toBe(true);
+    const held = asks.raise(g, 'https://two.test:443');
+    asks.endGrant('g-exp', 'grant_expired');
+    expect(await held).toMatchObject({ allowed: false, reason: 'grant_expired' });
+    expect(asks.list()).toEqual([]);
+    expect(asks.standingAnswer('g-exp', 'https://one.test:443')).toBe('allow');
+  });
+});
