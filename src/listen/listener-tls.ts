@@ -126,7 +126,23 @@ export function acceptTls(socket: net.Socket, holder: TlsHolder, timeoutMs: numb
     secure.removeListener('close', onClose);
     done(outcome);
   };
-  const onSecure = (): void => finish({ ok: true, socket: secure });
+  const onSecure = (): void => {
+    // A TLSSocket built outside tls.Server completes the handshake whatever the chain check said (OpenSSL
+    // fails it only for a missing certificate), and only tls.Server's own 'secure' handler reads the
+    // verdict: it is read here the same way, and anything but a verified chain (another CA, expired, not
+    // yet valid, revoked by the CRL) ends the connection before a byte of HTTP is read. A Node without
+    // that call verifies nothing here, so it is refused outright (fail closed; tests cover both Nodes).
+    if (loaded.requestCert) {
+      const handle = (secure as unknown as { _handle?: { verifyError?: () => Error | null | undefined } })._handle;
+      const verdict = typeof handle?.verifyError === 'function' ? handle.verifyError() : new Error('this Node cannot report the client certificate check');
+      if (verdict !== null && verdict !== undefined) {
+        secure.destroy();
+        finish({ ok: false, reason: (verdict as NodeJS.ErrnoException).code ?? verdict.message });
+        return;
+      }
+    }
+    finish({ ok: true, socket: secure });
+  };
   const onError = (error: NodeJS.ErrnoException): void => {
     secure.destroy();
     finish({ ok: false, reason: error.code ?? error.message });
