@@ -294,6 +294,8 @@ const grantSpecOptions = (cmd: Command): Command =>
     .option('--ask-timeout-ms <ms>', 'hold a destination no rule names and ask the supervisor (sluice watch --ask) for up to ms');
 grantSpecOptions(adminOptions(grant.command('issue').description('issue a grant; prints its id and token (shown only once)')))
   .option('--listen <address>', 'open a dedicated listener (unix:/path or 127.0.0.1:port)')
+  .option('--client-cert-sha256 <hex>', 'the client certificate (SHA-256 of its DER) that identifies the grant on an identify: certificate listener')
+  .option('--client-cert-uri <uri>', 'or one of its URI SANs (e.g. spiffe://example.org/agent)')
   .option('--spec <json>', 'the whole grant as JSON; flags override its fields')
   .action((options: Record<string, unknown>) => runGrant('issue', undefined, options));
 adminOptions(grant.command('revoke').description('revoke a grant, or a whole generation').argument('[id]'))

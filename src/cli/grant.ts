@@ -32,6 +32,9 @@ export interface GrantIssueFlags {
   readonly maxConcurrent?: string | undefined;
   readonly maxBytes?: string | undefined;
   readonly askTimeoutMs?: string | undefined;
+  /** The client certificate that identifies the grant on an `identify: certificate` listener (issue 28). */
+  readonly clientCertSha256?: string | undefined;
+  readonly clientCertUri?: string | undefined;
   readonly listen?: string | undefined;
   /** A raw JSON spec; the other flags override its fields. */
   readonly json?: string | undefined;
@@ -207,6 +210,9 @@ export function parseGrantIssueOptions(opts: GrantIssueFlags): Record<string, un
   if (opts.maxBytes !== undefined) limits['maxBytes'] = parsePositiveInteger('--max-bytes', opts.maxBytes);
   if (Object.keys(limits).length > 0 || spec['limits'] !== undefined) spec['limits'] = limits;
   if (opts.askTimeoutMs !== undefined) spec['ask'] = { timeoutMs: parsePositiveInteger('--ask-timeout-ms', opts.askTimeoutMs) };
+  if (opts.clientCertSha256 !== undefined && opts.clientCertUri !== undefined) throw new Error('give --client-cert-sha256 or --client-cert-uri, not both: a grant names one certificate');
+  if (opts.clientCertSha256 !== undefined) spec['clientCertificate'] = { sha256: opts.clientCertSha256 };
+  if (opts.clientCertUri !== undefined) spec['clientCertificate'] = { uriSan: opts.clientCertUri };
   return spec;
 }
 

@@ -45,6 +45,15 @@ describe('sluice grant issue --ask-timeout-ms', () => {
   });
 });
 
+describe('sluice grant issue --client-cert-sha256 / --client-cert-uri', () => {
+  it('names the grant’s client certificate by one of the two, never both (the server validates the value)', () => {
+    expect(parseGrantIssueOptions({ clientCertSha256: 'AB'.repeat(32) })).toMatchObject({ clientCertificate: { sha256: 'AB'.repeat(32) } });
+    expect(parseGrantIssueOptions({ clientCertUri: 'spiffe://example.org/agent' })).toMatchObject({ clientCertificate: { uriSan: 'spiffe://example.org/agent' } });
+    expect(parseGrantIssueOptions({ destination: ['https://a.test'] })).not.toHaveProperty('clientCertificate');
+    expect(() => parseGrantIssueOptions({ clientCertSha256: 'ab'.repeat(32), clientCertUri: 'spiffe://x/y' })).toThrow(/not both/);
+  });
+});
+
 describe('sluice grant over the admin socket', () => {
   it('issue prints the id and the token once; list and show print neither the token', async () => {
     const spec = parseGrantIssueOptions({ destination: ['https://api.github.com', 'https://*.githubusercontent.com'], generation: 'run-7', maxConcurrent: '8' });
