@@ -81,7 +81,8 @@ export function loadListenerTls(files: ListenerTlsFiles): LoadedTls {
       cert,
       key,
       ...(ca === undefined ? {} : { ca }),
-      ...(crl === undefined ? {} : { crl }),
+      // Node reads one CRL per entry and checks every CA of the chain (CRL_CHECK_ALL): each PEM block is its own entry.
+      ...(crl === undefined ? {} : { crl: crl.toString('latin1').match(/-----BEGIN X509 CRL-----[\s\S]+?-----END X509 CRL-----/g) ?? crl }),
       minVersion: files.minVersion,
       secureOptions: crypto.constants.SSL_OP_NO_RENEGOTIATION,
     });
