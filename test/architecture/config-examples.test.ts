@@ -5,14 +5,17 @@
 // A block with `listeners` is a whole config file: it gets every check `sluice check-config` runs
 // (loadCheckedConfig: schema, cross-checks, host checks), with the variables it names set. Any other
 // block is a fragment of one: it is added to a minimal listener and gets the schema and cross-checks
-// (the files it names, such as credentialsFile, exist only on the reader's machine).
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+// (the files it names, such as credentialsFile, exist only on the reader's machine). A whole example's
+// TLS listener files (listeners[].tls certFile, keyFile, clientCaFile), which check-config loads, are
+// written at the relative paths it names from a throwaway test PKI, so it gets the TLS checks too.
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadCheckedConfig } from '../../src/app.js';
 import { parseConfigText } from '../../src/config/index.js';
 import { ROOT, readDoc, readFencedBlocks } from './markdown.js';
+import { createTestPki } from '../support/pki.js';
 
 const DOCS = ['README.md', ...readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
 const FUTURE_MS = Date.now() + 20 * 365 * 24 * 3600 * 1000;
@@ -33,6 +36,18 @@ function envFor(text: string): Record<string, string> {
   return env;
 }
 
+/** Writes the TLS files a whole example names by a path inside `dir`; an absolute path is left as written. */
+function writeTlsFiles(text: string, dir: string): void {
+  const pki = createTestPki(['localhost']);
+  const pem: Record<string, string> = { certFile: pki.certPem, keyFile: pki.keyPem, clientCaFile: pki.caPem };
+  for (const match of text.matchAll(/\b(certFile|keyFile|clientCaFile):\s*([^\s,}#]+)/g)) {
+    const file = path.resolve(dir, match[2] ?? '');
+    if (!file.startsWith(dir + path.sep)) continue;
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, pem[match[1] ?? ''] ?? '');
+  }
+}
+
 const dirs: string[] = [];
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
@@ -48,6 +63,7 @@ describe('YAML examples in the README and docs/', () => {
     dirs.push(dir);
     const file = path.join(dir, 'sluice.yaml');
     writeFileSync(file, text);
+    writeTlsFiles(text, dir);
     for (const nowMs of [Date.now(), FUTURE_MS]) {
       const result = await loadCheckedConfig(file, { env: envFor(text), cwd: dir, nowMs });
       expect(result.ok ? [] : result.issues).toEqual([]);

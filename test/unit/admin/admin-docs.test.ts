@@ -6,7 +6,7 @@ import { codeSpan, readDoc, readTables } from '../../architecture/markdown.js';
 
 const doc = readDoc('docs/admin-api.md');
 /** Reasons that ProxyControl (not admin/) answers with; documented beside the admin codes. */
-const CONTROL_REASONS = ['listen_in_use', 'listen_failed', 'config_invalid', 'grant_from_config', 'ledger_unavailable'];
+const CONTROL_REASONS = ['listen_in_use', 'listen_failed', 'config_invalid', 'grant_from_config', 'ledger_unavailable', 'client_certificate_in_use'];
 
 describe('docs/admin-api.md', () => {
   it('has a section heading for every route', () => {
