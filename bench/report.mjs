@@ -1,6 +1,7 @@
 // Aggregation and markdown rendering of a benchmark result. Shared by run.mjs (the table it prints and
 // writes next to the JSON) and doc.mjs (docs/benchmarks.md). Pure functions over the result object.
 import { renderSandboxStart } from './sandbox-start.mjs';
+import { renderTlsSetup } from './tls-setup.mjs';
 
 export const TARGET_LABELS = {
   direct: 'direct',
@@ -149,6 +150,8 @@ export function renderMarkdown(result) {
   lines.push(`Pinning: ${result.pinning}${result.nice ? `; nice ${result.nice}` : ''}. Load average before/after: ${result.loadavg.before.join(' ')} / ${result.loadavg.after.join(' ')}.`);
   if (result.versions) lines.push(`Peers: ${Object.entries(result.versions).map(([k, v]) => `${k} ${v}`).join('; ')}.`);
   lines.push('');
+  // `--scenarios tls`: no target ran its rounds, only the TLS part
+  if (result.runs.length === 0) return renderParts(result, lines);
   lines.push('Medians over rounds, (min–max) across rounds.');
   lines.push('');
   // a measure no target has (a result from before it existed) is left out
@@ -295,6 +298,15 @@ export function renderMarkdown(result) {
       lines.push(`|---|${fields.map(() => '---').join('|')}|`);
       for (const sc of scs) lines.push(`| ${sc} | ${fields.map((f) => (tm[sc][f] === null || tm[sc][f] === undefined ? '-' : Math.round(tm[sc][f]).toLocaleString('en-US'))).join(' | ')} |`);
     }
+  }
+  return renderParts(result, lines);
+}
+
+/** The parts measured once per run, after the rounds (TLS tunnel setup, `sluice run` start-up), and the notes. */
+function renderParts(result, lines) {
+  if (result.tlsSetup) {
+    lines.push('');
+    lines.push(renderTlsSetup(result.tlsSetup));
   }
   if (result.sandboxStart) {
     lines.push('');

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// The Sluice benchmark: `npm run bench` (full, about 15 min) or `npm run bench -- --quick` (2 to 3 min).
+// The Sluice benchmark: `npm run bench` (full, about 17 min) or `npm run bench -- --quick` (about 3 min).
 // Runs the scenarios of issues 6 and 16 against direct, the two Node floors (node:http and node:net),
 // Sluice (a dns.hosts name, and an IP literal as users run it), Squid and tinyproxy, interleaved
-// and repeated, with a C load generator and origin (bench/loadgen.c). Writes bench/results/ and
+// and repeated, with a C load generator and origin (bench/loadgen.c); then tunnel setup over Sluice's
+// TLS listeners beside its plain one (issue 28, bench/tls-setup.mjs). Writes bench/results/ and
 // regenerates docs/benchmarks.md. See bench/README.md. Only loopback traffic; every child is killed on
 // exit, failure and SIGINT.
 import { spawn, spawnSync } from 'node:child_process';
@@ -17,6 +18,7 @@ import { renderMarkdown, summarize } from './report.mjs';
 import { writeDoc } from './doc.mjs';
 import { summarizeProfile, renderProfile } from './profile.mjs';
 import { measureSandboxStart, sandboxStartUnavailable } from './sandbox-start.mjs';
+import { measureTlsSetup, tlsSetupUnavailable } from './tls-setup.mjs';
 
 const BENCH = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(BENCH, '..');
@@ -28,22 +30,25 @@ const SLUICE_TARGETS = ['sluice', 'sluice-real'];
 const isSluice = (t) => SLUICE_TARGETS.includes(t);
 /** Preloaded into every Node target (floor, netfloor, sluice, sluice-real): GC time and allocation in the rate scenario. */
 const GC_PROBE = path.join(BENCH, 'gc-probe.mjs');
-const ALL_SCENARIOS = ['latency', 'rate', 'bulk', 'http', 'idle'];
+const ALL_SCENARIOS = ['latency', 'rate', 'bulk', 'http', 'idle', 'tls'];
+/** Not run per target: `tls` starts one Sluice of its own after the rounds (bench/tls-setup.mjs). */
+const SLUICE_PARTS = ['tls'];
 const MiB = 1024 * 1024;
 
 const MODES = {
   // quick: the idle scenario in the first round only (7 targets; RSS per idle tunnel varies little between rounds)
-  quick: { rounds: 2, latencyS: 1, rateS: 1.5, httpS: 1.5, warmS: 2, bulkBytes: 256 * MiB, idle: 2000, idleRounds: 1, settleMs: 500, budgetS: 300 },
-  full: { rounds: 5, latencyS: 3, rateS: 3, httpS: 3, warmS: 3, bulkBytes: 256 * MiB, idle: 10000, idleRounds: 20, settleMs: 1000, budgetS: 1080 },
+  quick: { rounds: 2, latencyS: 1, rateS: 1.5, httpS: 1.5, warmS: 2, bulkBytes: 256 * MiB, idle: 2000, idleRounds: 1, settleMs: 500, budgetS: 300, tlsSeqS: 1, tlsConcS: 1, tlsWarmS: 1, tlsConcurrency: 4 },
+  full: { rounds: 5, latencyS: 3, rateS: 3, httpS: 3, warmS: 3, bulkBytes: 256 * MiB, idle: 10000, idleRounds: 20, settleMs: 1000, budgetS: 1080, tlsSeqS: 2, tlsConcS: 2, tlsWarmS: 2, tlsConcurrency: 4 },
 };
 
 // ---------- arguments ----------
 function usage() {
   return `usage: npm run bench [-- options]
-  --quick                 2-3 minutes: 2 rounds, short scenarios, 2,000 idle tunnels in round 1 only
+  --quick                 2.5-3.5 minutes: 2 rounds, short scenarios, 2,000 idle tunnels in round 1 only
   --rounds N              rounds (default 5 full, 2 quick)
   --targets a,b           of ${ALL_TARGETS.join(',')} (default: all that are installed)
-  --scenarios a,b         of ${ALL_SCENARIOS.join(',')} (default: all)
+  --scenarios a,b         of ${ALL_SCENARIOS.join(',')} (default: all; tls: tunnel setup over TLS listeners,
+                          one Sluice of its own after the rounds; --scenarios tls runs only that)
   --idle N                idle tunnels to open (default 10000 full, 2000 quick; capped by the fd limit)
   --no-build              do not rebuild dist/ even when src/ is newer
   --no-pin                do not pin with taskset
@@ -102,6 +107,8 @@ if (opt.idle !== undefined) {
 for (const t of opt.targets ?? []) if (!ALL_TARGETS.includes(t)) fail(`unknown target ${t}`);
 for (const s of opt.scenarios ?? []) if (!ALL_SCENARIOS.includes(s)) fail(`unknown scenario ${s}`);
 const scenarios = opt.profile ? ['latency', 'rate', 'http'] : (opt.scenarios ?? ALL_SCENARIOS);
+/** The scenarios each target runs in the rounds; none when only a Sluice part (tls) was asked for. */
+const perTarget = scenarios.filter((s) => !SLUICE_PARTS.includes(s));
 
 function fail(msg) {
   console.error(`bench: ${msg}`);
@@ -831,7 +838,8 @@ async function main() {
   }
 
   // targets
-  const wanted = opt.profile ? ['sluice-real'] : (opt.targets ?? ALL_TARGETS);
+  // the TLS part alone needs only Sluice's build: no peer is started, so none is listed
+  const wanted = opt.profile || (perTarget.length === 0 && !opt.targets) ? ['sluice-real'] : (opt.targets ?? ALL_TARGETS);
   const targets = [];
   let sluiceSnapshot = null;
   for (const t of wanted) {
@@ -880,7 +888,7 @@ async function main() {
 
   const runs = [];
   let cut = false;
-  for (let round = 1; round <= S.rounds && !cut; round++) {
+  for (let round = 1; round <= S.rounds && !cut && perTarget.length > 0; round++) {
     // rotate the order every round, so that no target always runs first or last
     const order = targets.map((_, i) => targets[(i + round - 1) % targets.length]);
     for (const t of order) {
@@ -891,7 +899,7 @@ async function main() {
       }
       const report = { target: t, round, scenarios: {}, failures: [] };
       runs.push(report);
-      const main = scenarios.filter((s) => s !== 'idle');
+      const main = perTarget.filter((s) => s !== 'idle');
       if (main.length) {
         let inst = null;
         try {
@@ -927,11 +935,29 @@ async function main() {
       log(`round ${round} ${t}: ${brief(report)}`);
     }
   }
+  // tunnel setup over TLS listeners (issue 28): one Sluice of its own, three listeners, after the rounds
+  let tlsSetup = null;
+  if (scenarios.includes('tls')) {
+    const reason = !targets.some(isSluice) ? 'no Sluice target in this run' : tlsSetupUnavailable();
+    if (reason) notes.push(`TLS tunnel setup not measured: ${reason}.`);
+    else {
+      log('tls: tunnel setup over plain, TLS token and TLS certificate listeners of one Sluice, interleaved');
+      try {
+        tlsSetup = await measureTlsSetup(
+          { launch, stop, groupCpu, cpuStat, pinned: PIN, freePort, tmpDir, log },
+          { entry: opt.sluiceBin ?? sluiceEntry, origin, rounds: S.rounds, seqS: S.tlsSeqS, concS: S.tlsConcS, concurrency: S.tlsConcurrency, warmS: S.tlsWarmS },
+        );
+        if (tlsSetup.audit.leaks.length) notes.push(`TLS tunnel setup: ${tlsSetup.audit.leaks.join('; ')}.`);
+      } catch (e) {
+        notes.push(`TLS tunnel setup failed: ${e.message}`);
+      }
+    }
+  }
   await stop(originChild, 1000);
 
   // `sluice run -- true`: the start-up of a short confined command (issue 12), against its floors.
   let sandboxStart = null;
-  if (targets.some(isSluice)) {
+  if (targets.some(isSluice) && perTarget.length > 0) {
     const reason = sandboxStartUnavailable();
     if (reason) notes.push(`sluice run start-up not measured: ${reason}.`);
     else {
@@ -977,6 +1003,7 @@ async function main() {
     runs,
     notes,
     sandboxStart,
+    tlsSetup,
   };
   if (targets.some(isSluice)) {
     const { median } = await import('./report.mjs');
@@ -1005,11 +1032,12 @@ async function main() {
   if (opt.save) {
     const dir = path.join(BENCH, 'results');
     fs.mkdirSync(dir, { recursive: true });
-    const base = `${finishedAt.slice(0, 10)}-${commit}${mode === 'quick' ? '-quick' : ''}`;
+    // a run of the TLS part alone is not a source for docs/benchmarks.md (doc.mjs skips a result without rounds)
+    const base = `${finishedAt.slice(0, 10)}-${commit}${perTarget.length === 0 ? '-tls' : ''}${mode === 'quick' ? '-quick' : ''}`;
     fs.writeFileSync(path.join(dir, `${base}.json`), JSON.stringify(result, null, 1) + '\n');
-    fs.writeFileSync(path.join(dir, `${base}.md`), `# Benchmark ${base}\n\nGenerated by \`npm run bench${mode === 'quick' ? ' -- --quick' : ''}\`.\n\n${md}`);
+    fs.writeFileSync(path.join(dir, `${base}.md`), `# Benchmark ${base}\n\nGenerated by \`npm run bench${mode === 'quick' || perTarget.length === 0 ? ' --' : ''}${mode === 'quick' ? ' --quick' : ''}${perTarget.length === 0 ? ' --scenarios tls' : ''}\`.\n\n${md}`);
     log(`wrote bench/results/${base}.json and .md (${result.durationS} s)`);
-    if (opt.doc) {
+    if (opt.doc && perTarget.length > 0) {
       const doc = writeDoc();
       log(`regenerated ${path.relative(ROOT, doc)}`);
     }

@@ -85,6 +85,11 @@ export function loadListenerTls(files: ListenerTlsFiles): LoadedTls {
       ...(crl === undefined ? {} : { crl: crl.toString('latin1').match(/-----BEGIN X509 CRL-----[\s\S]+?-----END X509 CRL-----/g) ?? crl }),
       minVersion: files.minVersion,
       secureOptions: crypto.constants.SSL_OP_NO_RENEGOTIATION,
+      // OpenSSL refuses to resume a session on a context that verifies clients unless it has a session id
+      // context (SSL_R_SESSION_ID_CONTEXT_UNINITIALIZED): undici, curl and Node's agents offer their saved
+      // session on every new connection. One per file set: a reload (a new CA or CRL) resumes nothing
+      // from before, and a resumed session keeps the certificate and chain check of its full handshake.
+      sessionIdContext: crypto.createHash('sha256').update(cert).update(ca ?? '').update(crl ?? '').digest('hex').slice(0, 32),
     });
   } catch (error) {
     const message = (error as Error).message;

@@ -182,6 +182,38 @@ describe('a handshake on an identify: certificate listener', () => {
   });
 });
 
+// Clients keep TLS sessions (undici, curl, Node's agents offer the saved one on every new connection): a
+// resumed session must work, and must be the principal of its full handshake, never another's.
+describe('session resumption on a certificate listener', () => {
+  it('a resumed session tunnels as the grant of its full handshake, and each connection is recorded as that grant', async () => {
+    const from = sluice.decisions().length;
+    const first = await attempt(ports['cert']!, { ...clientOf(pki.agentA), maxVersion: 'TLSv1.2' }, connectHead());
+    expect(first.status).toBe(200);
+    const session = first.socket.getSession();
+    first.socket.destroy();
+    expect(session).toBeDefined();
+    // Resumed by session id (TLS 1.2): the server must accept it, not fail with an internal error.
+    const resumed = await attempt(ports['cert']!, { ...clientOf(pki.agentA), maxVersion: 'TLSv1.2', session }, connectHead());
+    expect(resumed.socket.isSessionReused()).toBe(true);
+    expect(resumed.status).toBe(200);
+    expect(await roundTrip(resumed.socket, 'resumed')).toBe('resumed');
+    resumed.socket.destroy();
+    // A session of grant A offered with grant B's certificate: a resumed session carries A's verified
+    // certificate (holding A's session secret is holding A's key), a full handshake B's: never a mix.
+    const crossed = await attempt(ports['cert']!, { ...clientOf(pki.agentB), maxVersion: 'TLSv1.2', session }, connectHead());
+    const crossedReused = crossed.socket.isSessionReused();
+    crossed.socket.destroy();
+    const records = await decisionsSince(from, 3);
+    expect(records.slice(0, 2)).toMatchObject([
+      { listener: 'cert', reason: 'granted', principal: 'A', via: 'certificate' },
+      { listener: 'cert', reason: 'granted', principal: 'A', via: 'certificate' },
+    ]);
+    const third = records[2];
+    expect(third?.principal === 'A' || third?.principal === 'B').toBe(true);
+    expect(third?.principal).toBe(crossedReused ? 'A' : 'B');
+  });
+});
+
 // Node verifies with CRL_CHECK | CRL_CHECK_ALL once a CRL is set: every CA of the bundle needs its CRL,
 // and a crlFile holding several must have all of them read, not just the first PEM block.
 describe('a client CA bundle with one CRL per CA (a CA rotation overlaps two CAs)', () => {
