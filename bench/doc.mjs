@@ -31,6 +31,14 @@ export function latestResult() {
   return (full.length ? full : all).pop() ?? null;
 }
 
+/** What the GC rows are, or that the run had none (the probe is off by default: it weighs on the floors). */
+function gcNote(r) {
+  if (typeof r.settings?.gcProbe === 'string' && r.settings.gcProbe.startsWith('off')) {
+    return 'No target carries the GC probe (`--gc-probe`, off by default): it adds heap and GC work that weighs more on the light floors than on Sluice, so the ratios here are against the floors as they run.';
+  }
+  return 'Allocation and GC pause per tunnel come from a `v8.GCProfiler` preloaded into the Node targets (`bench/gc-probe.mjs`), so Squid and tinyproxy have none.';
+}
+
 export function writeDoc(file) {
   const picked = file ? { file: path.basename(file), r: JSON.parse(fs.readFileSync(file, 'utf8')) } : latestResult();
   if (!picked) throw new Error('no result in bench/results/: run npm run bench first');
@@ -56,8 +64,7 @@ Two Sluice rows: "Sluice" dials the name \`origin.bench\`, answered from \`dns.h
 "Sluice, IP literal" dials \`127.0.0.1:<port>\` with \`tcp://127.0.0.1:<port>\` rules, as users run it.
 Squid and tinyproxy run with a private minimal config (no auth, no cache, every port allowed, their
 access log on). CPU per tunnel is the proxy's CPU time over the tunnels completed in the new-tunnels
-scenario; allocation and GC pause per tunnel come from a \`v8.GCProfiler\` preloaded into the Node
-targets (\`bench/gc-probe.mjs\`), so Squid and tinyproxy have none.
+scenario. ${gcNote(r)}
 
 ${renderMarkdown(r)}`;
   fs.writeFileSync(out, text);

@@ -57,6 +57,9 @@ function usage() {
   --profile               profile Sluice (node --cpu-prof) during the tunnel-setup scenario instead of benchmarking
   --sluice-bin FILE       run this Sluice entry instead of bin/sluice.js (A/B a patched build; implies --no-build)
   --no-doc                do not regenerate docs/benchmarks.md
+  --gc-probe              preload bench/gc-probe.mjs into the Node targets (allocation and GC pause per
+                          tunnel); off by default: the probe adds heap and GC work, more to the light
+                          floors than to Sluice, so timed ratios are measured without it (issue 26)
   --no-save               print the table only
   -h, --help`;
 }
@@ -82,6 +85,7 @@ for (let i = 0; i < argv.length; i++) {
   }
   else if (a === '--install-peers') opt.installPeers = true;
   else if (a === '--profile') opt.profile = true;
+  else if (a === '--gc-probe') opt.gcProbe = true;
   else if (a === '--no-doc') opt.doc = false;
   else if (a === '--sluice-bin') {
     opt.sluiceBin = path.resolve(next());
@@ -423,6 +427,7 @@ function tmpDir(prefix, mode, { keep = false } = {}) {
  * SLUICE_BENCH_GC_PROBE (the probe removes the variable from its own environment at once).
  */
 function gcProbe(dir) {
+  if (!opt.gcProbe) return { flags: [], env: { ...process.env }, sock: null };
   const sock = path.join(dir, 'gc-probe.sock');
   return { flags: ['--import', pathToFileURL(GC_PROBE).href], env: { ...process.env, SLUICE_BENCH_GC_PROBE: sock }, sock };
 }
@@ -998,7 +1003,7 @@ async function main() {
       sluiceRealTarget: '127.0.0.1 literal, tcp://127.0.0.1:<port> and http://127.0.0.1:<port> rules, allowAddressClasses [loopback], no dns.hosts',
       peersDial: '127.0.0.1 literal',
       netfloorHttp: 'absolute-form rewritten to origin-form, one upstream connection per client connection, responses piped unparsed',
-      gcProbe: 'rate scenario, Node targets: v8.GCProfiler via node --import bench/gc-probe.mjs',
+      gcProbe: opt.gcProbe ? 'rate scenario, Node targets: v8.GCProfiler via node --import bench/gc-probe.mjs' : 'off (--gc-probe): no target carries it, so the floors are measured as they run',
     },
     runs,
     notes,
