@@ -228,7 +228,7 @@ const shOr = (cmd, args, dflt = '') => {
 // binary between rounds.
 const BUILD = path.join(HERE, '.build', 'sluice-ask');
 function build() {
-  if (flag('--no-build') && fs.existsSync(path.join(BUILD, 'dist', 'main.js'))) return 'previous copy (--no-build)';
+  // --no-build copies the dist/ of now, never an earlier run's copy (which would bench stale code).
   fs.rmSync(BUILD, { recursive: true, force: true });
   fs.mkdirSync(BUILD, { recursive: true });
   if (flag('--no-build')) {

@@ -167,7 +167,15 @@ export function renderMarkdown(result) {
     const notes = [];
     if (targets.includes('netfloor')) notes.push(`The net floor is \`bench/floor-net.mjs\` (\`net.createServer\`, the CONNECT head read up to the blank line, \`net.connect\`, pipes; no \`node:http\`). Its HTTP row is a minimal forward, not a full proxy: ${result.settings?.netfloorHttp ?? 'absolute-form rewritten to origin-form, one upstream connection per client connection, responses piped unparsed'}.`);
     if (targets.includes('sluice-real')) notes.push('"Sluice, IP literal" is Sluice as users run it: `Proxy-Authorization: Basic` on every CONNECT and request, the target `127.0.0.1:<port>` granted by `tcp://127.0.0.1:<port>` (`http://` for HTTP) and `allowAddressClasses: [loopback]`, audit to a file. "Sluice" dials the name `origin.bench` from `dns.hosts`.');
-    if (perTunnel) notes.push('Per-tunnel costs come from the new-tunnels scenario (32 concurrent), one value per round: CPU is the proxy\'s process-group user + system time over the tunnels completed (every target); allocation and GC pause come from `bench/gc-probe.mjs` (a `v8.GCProfiler` preloaded with `node --import` into the Node targets only): JS-heap bytes allocated (the growth of the used heap between GCs; Buffers\' backing stores are not counted) and main-thread GC time, over the tunnels completed.');
+    const probed = measures.some((meas) => meas.key === 'gc_per_tunnel' || meas.key === 'alloc_per_tunnel');
+    if (perTunnel) {
+      notes.push(
+        'Per-tunnel costs come from the new-tunnels scenario (32 concurrent), one value per round: CPU is the proxy\'s process-group user + system time over the tunnels completed (every target)' +
+          (probed
+            ? '; allocation and GC pause come from `bench/gc-probe.mjs` (a `v8.GCProfiler` preloaded with `node --import` into the Node targets only): JS-heap bytes allocated (the growth of the used heap between GCs; Buffers\' backing stores are not counted) and main-thread GC time, over the tunnels completed.'
+            : '. No target carried the GC probe (`--gc-probe`), so there are no allocation or GC rows.'),
+      );
+    }
     for (const n of notes) lines.push(`- ${n}`);
     lines.push('');
   }
@@ -307,6 +315,11 @@ function renderParts(result, lines) {
   if (result.tlsSetup) {
     lines.push('');
     lines.push(renderTlsSetup(result.tlsSetup));
+  }
+  if (result.askRelease?.markdown) {
+    // bench/ask-release.mjs's own report, one heading level down.
+    lines.push('');
+    lines.push(result.askRelease.markdown.replace(/^(#+) /gm, '#$1 '));
   }
   if (result.sandboxStart) {
     lines.push('');

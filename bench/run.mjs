@@ -30,15 +30,18 @@ const SLUICE_TARGETS = ['sluice', 'sluice-real'];
 const isSluice = (t) => SLUICE_TARGETS.includes(t);
 /** Preloaded into every Node target (floor, netfloor, sluice, sluice-real): GC time and allocation in the rate scenario. */
 const GC_PROBE = path.join(BENCH, 'gc-probe.mjs');
-const ALL_SCENARIOS = ['latency', 'rate', 'bulk', 'http', 'idle', 'tls'];
-/** Not run per target: `tls` starts one Sluice of its own after the rounds (bench/tls-setup.mjs). */
-const SLUICE_PARTS = ['tls'];
+const ALL_SCENARIOS = ['latency', 'rate', 'bulk', 'http', 'idle', 'tls', 'ask'];
+/**
+ * Not run per target: `tls` starts one Sluice of its own after the rounds (bench/tls-setup.mjs); `ask`
+ * runs bench/ask-release.mjs (held-hop release latency, and a grant's `ask` field on a granted hop).
+ */
+const SLUICE_PARTS = ['tls', 'ask'];
 const MiB = 1024 * 1024;
 
 const MODES = {
   // quick: the idle scenario in the first round only (7 targets; RSS per idle tunnel varies little between rounds)
-  quick: { rounds: 2, latencyS: 1, rateS: 1.5, httpS: 1.5, warmS: 2, bulkBytes: 256 * MiB, idle: 2000, idleRounds: 1, settleMs: 500, budgetS: 300, tlsSeqS: 1, tlsConcS: 1, tlsWarmS: 1, tlsConcurrency: 4 },
-  full: { rounds: 5, latencyS: 3, rateS: 3, httpS: 3, warmS: 3, bulkBytes: 256 * MiB, idle: 10000, idleRounds: 20, settleMs: 1000, budgetS: 1080, tlsSeqS: 2, tlsConcS: 2, tlsWarmS: 2, tlsConcurrency: 4 },
+  quick: { rounds: 2, latencyS: 1, rateS: 1.5, httpS: 1.5, warmS: 2, bulkBytes: 256 * MiB, idle: 2000, idleRounds: 1, settleMs: 500, budgetS: 300, tlsSeqS: 1, tlsConcS: 1, tlsWarmS: 1, tlsConcurrency: 4, askArgs: ['--rounds', '1', '--n', '300', '--asks', '100', '--fan-rounds', '10', '--no-readers'] },
+  full: { rounds: 5, latencyS: 3, rateS: 3, httpS: 3, warmS: 3, bulkBytes: 256 * MiB, idle: 10000, idleRounds: 20, settleMs: 1000, budgetS: 1080, tlsSeqS: 2, tlsConcS: 2, tlsWarmS: 2, tlsConcurrency: 4, askArgs: ['--rounds', '3', '--reader-rounds', '3'] },
 };
 
 // ---------- arguments ----------
@@ -48,7 +51,8 @@ function usage() {
   --rounds N              rounds (default 5 full, 2 quick)
   --targets a,b           of ${ALL_TARGETS.join(',')} (default: all that are installed)
   --scenarios a,b         of ${ALL_SCENARIOS.join(',')} (default: all; tls: tunnel setup over TLS listeners,
-                          one Sluice of its own after the rounds; --scenarios tls runs only that)
+                          one Sluice of its own after the rounds; --scenarios tls runs only that; ask:
+                          bench/ask-release.mjs, held-hop release latency, after the rounds)
   --idle N                idle tunnels to open (default 10000 full, 2000 quick; capped by the fd limit)
   --no-build              do not rebuild dist/ even when src/ is newer
   --no-pin                do not pin with taskset
@@ -654,6 +658,15 @@ async function measured(inst, originChild, fn, { gc = false } = {}) {
   return r;
 }
 
+/**
+ * bench/ask-release.mjs as a child, on the dist/ this run built (--no-build copies it), bounded to 15
+ * minutes: its markdown report is kept whole for the results file.
+ */
+function runAskRelease(args) {
+  const r = spawnSync(process.execPath, [path.join(BENCH, 'ask-release.mjs'), '--no-build', '--no-save', ...args], { cwd: ROOT, encoding: 'utf8', timeout: 900_000, maxBuffer: 16 << 20 });
+  return { ok: r.status === 0, status: r.status, error: r.error?.message ?? null, markdown: (r.stdout ?? '').trim() };
+}
+
 async function runScenario(name, inst, origin, originChild) {
   const t = (s) => Math.ceil(s * 1000) + 20_000;
   switch (name) {
@@ -960,6 +973,17 @@ async function main() {
   }
   await stop(originChild, 1000);
 
+  // Asks (issue 27): how soon a held hop goes on after the answer, and that `ask` costs a granted hop nothing.
+  let askRelease = null;
+  if (scenarios.includes('ask')) {
+    if (!targets.some(isSluice)) notes.push('Ask release latency not measured: no Sluice target in this run.');
+    else {
+      log('ask: held-hop release latency (bench/ask-release.mjs)');
+      askRelease = runAskRelease(S.askArgs);
+      if (!askRelease.ok) notes.push(`Ask release latency: bench/ask-release.mjs exited ${askRelease.status}${askRelease.error ? ` (${askRelease.error})` : ''}.`);
+    }
+  }
+
   // `sluice run -- true`: the start-up of a short confined command (issue 12), against its floors.
   let sandboxStart = null;
   if (targets.some(isSluice) && perTarget.length > 0) {
@@ -1009,6 +1033,7 @@ async function main() {
     notes,
     sandboxStart,
     tlsSetup,
+    askRelease,
   };
   if (targets.some(isSluice)) {
     const { median } = await import('./report.mjs');
