@@ -8,7 +8,7 @@
 // of two answers (or an answer and a timeout) exactly one wins. A lost message costs at most the join
 // grace: every waiting instance asks the store how the ask ended once its deadline passed.
 import type { Redis } from 'ioredis';
-import { ProxyError } from '../core/index.js';
+import { ProxyError, type AskPending } from '../core/index.js';
 
 /** How long an ended ask is remembered (a late answer 409), and a pending one past its deadline. */
 const KEEP_MS = 600_000;
@@ -41,16 +41,8 @@ if redis.call('GET', pairKey) == ARGV[1] then redis.call('DEL', pairKey) end
 redis.call('PUBLISH', ARGV[3], cjson.encode({kind = 'answered', from = ARGV[4], view = v, answer = cjson.decode(ARGV[2])}))
 return view`;
 
-/** A pending ask (core's AskPending), as the store keeps it. */
-export interface StoredAsk {
-  readonly ask: string;
-  readonly grant: string;
-  readonly generation: string | null;
-  readonly destination: string;
-  readonly raisedAt: string;
-  readonly expiresAt: string;
-  readonly waiting: number;
-}
+/** A pending ask, as the store keeps it: core's AskPending. */
+export type StoredAsk = AskPending;
 
 export interface StoredAskAnswer {
   readonly decision: 'allow' | 'deny' | 'timeout' | 'revoked';
