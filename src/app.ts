@@ -534,8 +534,9 @@ export async function startApp(config: Config, options: StartOptions): Promise<S
     // The metrics listener as bound now: moved, closed, or as it was (switched on at run time is not applied).
     const metricsInForce = nextMetrics !== null ? next.admin.metrics : next.admin.metrics === undefined ? undefined : current.admin.metrics;
     current = inForceAfterReload(current, next, metricsInForce);
-    const listenerChanges = { added: relisted.added, removed: relisted.removed, changed: relisted.changed };
-    runtime.log.info({ endedConnections: ended, changed, listeners: listenerChanges }, `config reloaded: ${changed.length === 0 ? 'nothing changed' : `changed ${changed.join(', ')}`}`);
+    const listenerChanges = { added: relisted.added, removed: relisted.removed, changed: relisted.changed, tlsReloaded: relisted.tlsReloaded };
+    const tlsNote = relisted.tlsReloaded.length === 0 ? '' : `; TLS files read again for listener(s) ${relisted.tlsReloaded.join(', ')} (new handshakes use them)`;
+    runtime.log.info({ endedConnections: ended, changed, listeners: listenerChanges }, `config reloaded: ${changed.length === 0 ? 'nothing changed' : `changed ${changed.join(', ')}`}${tlsNote}`);
     if (needsRestart.length > 0) runtime.log.warn({ needsRestart }, restartWarning(needsRestart));
     return { ok: true, value: { endedConnections: ended, changed, needsRestart, listeners: listenerChanges } };
   }
@@ -689,7 +690,7 @@ function changedSections(from: Config, to: Config): string[] {
 }
 
 type ListenerReload =
-  | { readonly ok: true; readonly added: string[]; readonly removed: string[]; readonly changed: string[]; retire(): Promise<number> }
+  | { readonly ok: true; readonly added: string[]; readonly removed: string[]; readonly changed: string[]; readonly tlsReloaded: string[]; retire(): Promise<number> }
   | { readonly ok: false; readonly issue: ConfigIssue };
 
 /**
@@ -752,9 +753,12 @@ async function reloadListeners(runtime: ProxyRuntime, live: BoundListener[], fro
   // The new set, in the new config's order: unchanged ones keep their server and connections.
   const next = to.map((section) => started.find((l) => l.name === section.name) ?? boundOf(section.name)).filter((l): l is BoundListener => l !== undefined);
   live.splice(0, live.length, ...next);
+  const tlsReloaded: string[] = [];
   for (const l of next) {
     const loaded: LoadedTls | undefined = tls.value.get(l.name);
-    if (l.tls !== null && loaded !== undefined && !started.includes(l)) l.tls.current = loaded;
+    if (l.tls === null || loaded === undefined || started.includes(l)) continue;
+    l.tls.current = loaded;
+    tlsReloaded.push(l.name);
   }
   warnExpiring(runtime.log, next);
   return {
@@ -762,6 +766,7 @@ async function reloadListeners(runtime: ProxyRuntime, live: BoundListener[], fro
     added: added.map((s) => s.name),
     removed: removed.map((s) => s.name),
     changed: changed.map((s) => s.name),
+    tlsReloaded,
     async retire() {
       const ended = retiring.reduce((n, l) => n + l.sockets.size, 0);
       await stopListeners(retiring, 0);

@@ -96,5 +96,11 @@ export interface ReloadOutcome {
   readonly changed: readonly string[];
   /** Of those, the ones this reload did not apply: they take effect after a restart. */
   readonly needsRestart: readonly string[];
-  readonly listeners: { readonly added: readonly string[]; readonly removed: readonly string[]; readonly changed: readonly string[] };
+  readonly listeners: {
+    readonly added: readonly string[];
+    readonly removed: readonly string[];
+    readonly changed: readonly string[];
+    /** TLS listeners kept running whose files were read again: new handshakes use them (issue 28). */
+    readonly tlsReloaded?: readonly string[];
+  };
 }

@@ -443,7 +443,7 @@ describe('rotation without restart', () => {
     expect(await roundTrip(live.socket, 'under the old CA')).toBe('under the old CA');
 
     fs.copyFileSync(pki.otherCa.certFile, s.files.clientCaFile);
-    expect(await s.app.control.reload()).toMatchObject({ ok: true });
+    expect(await s.app.control.reload()).toMatchObject({ ok: true, value: { listeners: { changed: [], tlsReloaded: ['rotating'] } } });
     expect(await roundTrip(live.socket, 'after the swap')).toBe('after the swap');
 
     const from = s.records.length;
