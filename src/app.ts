@@ -16,7 +16,7 @@ import { EventRing, Metrics, NoopMetrics, type MetricsSink } from './telemetry/i
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
 import { AskRegistry, AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
 import { HopCache, startListeners, stopListeners, type BoundListener, type HttpLimits, type ProxyRuntime } from './proxy/index.js';
-import { checkSocketGroups, expiryWarning, ListenError, loadListenersTls, type LoadedTls } from './listen/index.js';
+import { checkSocketGroups, expiryWarnings, ListenError, loadListenersTls, type LoadedTls } from './listen/index.js';
 
 /** How often a fleet instance polls the shared store's revision, beside its notifications (docs/fleet.md). */
 const FLEET_POLL_MS = 25;
@@ -136,8 +136,7 @@ const CERTIFICATE_CHECK_MS = 6 * 3_600_000;
 function warnExpiring(log: OperationalLog, listeners: readonly BoundListener[]): void {
   const now = Date.now();
   for (const l of listeners) {
-    const warning = l.tls === null ? null : expiryWarning(l.name, l.tls.current, now);
-    if (warning !== null) log.warn({ listener: l.name }, warning);
+    for (const warning of l.tls === null ? [] : expiryWarnings(l.name, l.tls.current, now)) log.warn({ listener: l.name }, warning);
   }
 }
 

@@ -10,4 +10,5 @@ export { GROUP_FILE, checkSocketGroups, resolveSocketGroup } from './socket-grou
 export { MAX_PROXY_HEADER_BYTES, parseProxyHeader, type ProxyHeader, type ProxyHeaderResult } from './proxy-protocol.js';
 export { proxyProtocolGate, trustedSourceList, type ProxyHeaderOutcome, type ProxyProtocolGate } from './proxy-protocol-reader.js';
 export { HandshakeReader, negotiateSocks5, readSocks5Request, socks5Reply } from './socks5-handshake.js';
-export { CERTIFICATE_WARNING_MS, ListenerTlsError, acceptTls, expiryWarning, loadListenerTls, loadListenersTls, presentedCertificate, uriSans, type ListenerTlsFiles, type LoadedTls, type PresentedCertificate, type TlsHandshake, type TlsHolder } from './listener-tls.js';
+export { CERTIFICATE_WARNING_MS, CRL_WARNING_MS, ListenerTlsError, acceptTls, expiryWarnings, loadListenerTls, loadListenersTls, presentedCertificate, uriSans, type ListenerTlsFiles, type LoadedTls, type PresentedCertificate, type TlsHandshake, type TlsHolder } from './listener-tls.js';
+export { crlNextUpdate, earliestCrlNextUpdate } from './crl-next-update.js';

@@ -7,6 +7,7 @@ import crypto, { X509Certificate } from 'node:crypto';
 import fs from 'node:fs';
 import type net from 'node:net';
 import tls from 'node:tls';
+import { earliestCrlNextUpdate } from './crl-next-update.js';
 
 export interface ListenerTlsFiles {
   readonly certFile: string;
@@ -23,6 +24,8 @@ export interface LoadedTls {
   readonly minVersion: 'TLSv1.2' | 'TLSv1.3';
   /** The listener certificate's notAfter, in ms since the epoch. */
   readonly notAfterMs: number;
+  /** When the first CRL of crlFile stops being current (its nextUpdate), or null (none, or not readable). */
+  readonly crlNextUpdateMs: number | null;
   readonly subject: string;
 }
 
@@ -96,7 +99,14 @@ export function loadListenerTls(files: ListenerTlsFiles): LoadedTls {
     const keyName = crl !== undefined && /crl/i.test(message) ? 'crlFile' : /key/i.test(message) ? 'keyFile' : 'certFile';
     throw new ListenerTlsError(keyName, `cannot use the TLS files: ${message}`);
   }
-  return { context, requestCert: ca !== undefined, minVersion: files.minVersion, notAfterMs: Date.parse(leaf.validTo), subject: leaf.subject.replaceAll('\n', ', ') };
+  return {
+    context,
+    requestCert: ca !== undefined,
+    minVersion: files.minVersion,
+    notAfterMs: Date.parse(leaf.validTo),
+    crlNextUpdateMs: crl === undefined ? null : earliestCrlNextUpdate(crl.toString('latin1')),
+    subject: leaf.subject.replaceAll('\n', ', '),
+  };
 }
 
 /** The context a listener's new handshakes use; a reload replaces `current` in place. */
@@ -234,8 +244,24 @@ export function loadListenersTls(listeners: readonly { readonly name: string; re
   return issues.length > 0 ? { ok: false, issues } : { ok: true, value: loaded };
 }
 
-/** The warning for a listener certificate that expires within CERTIFICATE_WARNING_MS (or has), else null. */
-export function expiryWarning(listener: string, loaded: LoadedTls, nowMs: number): string | null {
+/** How far ahead a CRL's nextUpdate is logged at warn: CRLs are reissued daily or weekly. */
+export const CRL_WARNING_MS = 86_400_000;
+
+/**
+ * The warnings for a listener: its certificate expires within CERTIFICATE_WARNING_MS (or has), its CRL
+ * stops being current within CRL_WARNING_MS (or has: then every handshake fails, CRL_HAS_EXPIRED).
+ */
+export function expiryWarnings(listener: string, loaded: LoadedTls, nowMs: number): string[] {
+  const warnings: string[] = [];
+  const certificate = certificateWarning(listener, loaded, nowMs);
+  if (certificate !== null) warnings.push(certificate);
+  const crlLeft = loaded.crlNextUpdateMs === null ? Infinity : loaded.crlNextUpdateMs - nowMs;
+  if (crlLeft <= 0) warnings.push(`listener ${listener}: a CRL of listeners[].tls.crlFile is past its nextUpdate (${new Date(loaded.crlNextUpdateMs ?? 0).toISOString()}): every client certificate handshake fails (CRL_HAS_EXPIRED) until a current CRL is in the file and Sluice reloads`);
+  else if (crlLeft <= CRL_WARNING_MS) warnings.push(`listener ${listener}: a CRL of listeners[].tls.crlFile stops being current on ${new Date(loaded.crlNextUpdateMs ?? 0).toISOString()}, in ${Math.ceil(crlLeft / 3_600_000)} hour(s); after that every client certificate handshake fails: put the next CRL in the file and reload (SIGHUP or POST /v1/reload)`);
+  return warnings;
+}
+
+function certificateWarning(listener: string, loaded: LoadedTls, nowMs: number): string | null {
   const left = loaded.notAfterMs - nowMs;
   if (left > CERTIFICATE_WARNING_MS) return null;
   if (left <= 0) return `listener ${listener}: its TLS certificate (${loaded.subject}) expired on ${new Date(loaded.notAfterMs).toISOString()}: clients refuse the handshake; replace listeners[].tls.certFile and reload`;

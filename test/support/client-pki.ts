@@ -68,7 +68,8 @@ export interface ClientPki {
   /** A new CA, written as `<name>-ca.pem`. */
   newCa(name: string): CertificateAuthority;
   /** A CRL from `ca` revoking `revoked`, written as `<name>.crl.pem`; returns its path. */
-  writeCrl(ca: CertificateAuthority, revoked: readonly IssuedCertificate[], name: string): string;
+  /** `nextUpdate`: when the CRL stops being current (default in 7 days); null writes a CRL without one. */
+  writeCrl(ca: CertificateAuthority, revoked: readonly IssuedCertificate[], name: string, nextUpdate?: Date | null): string;
   cleanup(): void;
 }
 
@@ -158,7 +159,7 @@ function issueLeaf(dir: string, ca: CaMaterial, name: string, usage: 'server' | 
  * A v2 CRL (RFC 5280 §5.1) from `ca` revoking `serials`, as PEM. forge has no CRL support, so the
  * TBSCertList is assembled with forge.asn1 and signed sha256WithRSAEncryption with node:crypto.
  */
-function makeCrl(ca: CaMaterial, serials: readonly string[]): string {
+function makeCrl(ca: CaMaterial, serials: readonly string[], nextUpdate: Date | null = new Date(Date.now() + 7 * DAY_MS)): string {
   const { asn1 } = forge;
   const T = asn1.Type;
   const C = asn1.Class.UNIVERSAL;
@@ -172,7 +173,7 @@ function makeCrl(ca: CaMaterial, serials: readonly string[]): string {
     algorithm(),
     forge.pki.distinguishedNameToAsn1(ca.cert.subject),
     time(new Date(now - DAY_MS)),
-    time(new Date(now + 7 * DAY_MS)),
+    ...(nextUpdate === null ? [] : [time(nextUpdate)]),
     ...(revoked.length === 0 ? [] : [asn1.create(C, T.SEQUENCE, true, revoked)]),
   ]);
   const tbsDer = Buffer.from(asn1.toDer(tbs).getBytes(), 'binary');
@@ -202,11 +203,11 @@ export function createClientPki(): ClientPki {
     const altNames = (options.uris ?? []).map((value): AltName => ({ type: 6, value }));
     return issueLeaf(dir, material, name, 'client', altNames, options.notBefore ?? notBefore, options.notAfter ?? notAfter);
   };
-  const writeCrl = (ca: CertificateAuthority, revoked: readonly IssuedCertificate[], name: string): string => {
+  const writeCrl = (ca: CertificateAuthority, revoked: readonly IssuedCertificate[], name: string, nextUpdate?: Date | null): string => {
     const material = cas.get(ca);
     if (material === undefined) throw new Error(`client-pki: ${ca.name} is not a CA of this PKI`);
     const file = path.join(dir, `${name}.crl.pem`);
-    fs.writeFileSync(file, makeCrl(material, revoked.map((c) => c.serial)));
+    fs.writeFileSync(file, makeCrl(material, revoked.map((c) => c.serial), nextUpdate));
     return file;
   };
   const serverCa = newCa('server');
