@@ -16,13 +16,14 @@
 // Everything stays on 127.0.0.1. Every child runs in its own process group and is killed on exit,
 // failure, SIGINT and SIGTERM. Every socket operation has a timeout, every batch a count, every poll a
 // bound, and the whole run a deadline.
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { exitHarness, privateBuild, sh, shOr } from './lib/harness.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..');
@@ -187,63 +188,10 @@ const MAX_ERRORS_PER_BATCH = 10;
 const RUN_DEADLINE_MS = 10 * 60_000;
 
 // ---------------------------------------------------------------------------------------------------
-// Cleanup: every child we start, killed on every way out.
-const cleanups = [];
-let cleaning;
-const cleanup = () => {
-  cleaning ??= (async () => {
-    for (const fn of cleanups.splice(0).reverse()) {
-      try {
-        await Promise.race([fn(), new Promise((r) => setTimeout(r, 8_000))]);
-      } catch {
-        // keep cleaning the rest
-      }
-    }
-  })();
-  return cleaning;
-};
-for (const sig of ['SIGINT', 'SIGTERM']) {
-  process.once(sig, () => {
-    console.error(`\n${sig}: stopping every child`);
-    cleanup().finally(() => process.exit(130));
-  });
-}
-const deadline = setTimeout(() => {
-  console.error(`the run passed its ${RUN_DEADLINE_MS / 1000} s deadline; stopping`);
-  cleanup().finally(() => process.exit(1));
-}, RUN_DEADLINE_MS);
-deadline.unref();
-
-const sh = (cmd, args, opts = {}) => execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000, ...opts }).trim();
-const shOr = (cmd, args, dflt = '') => {
-  try {
-    return sh(cmd, args);
-  } catch {
-    return dflt;
-  }
-};
-
-// ---------------------------------------------------------------------------------------------------
-// Build: a private copy of Sluice, so a rebuild of dist/ by someone else's `npm test` cannot change the
-// binary between rounds.
+// Every child we start is stopped on every way out; a private copy of Sluice (bench/lib/harness.mjs).
+const { cleanups, cleanup } = exitHarness(RUN_DEADLINE_MS);
 const BUILD = path.join(HERE, '.build', 'sluice-ask');
-function build() {
-  // --no-build copies the dist/ of now, never an earlier run's copy (which would bench stale code).
-  fs.rmSync(BUILD, { recursive: true, force: true });
-  fs.mkdirSync(BUILD, { recursive: true });
-  if (flag('--no-build')) {
-    if (!fs.existsSync(path.join(ROOT, 'dist', 'main.js'))) throw new Error('--no-build but no dist/main.js: run npm run build');
-    fs.cpSync(path.join(ROOT, 'dist'), path.join(BUILD, 'dist'), { recursive: true });
-  } else {
-    try {
-      sh(path.join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json', '--outDir', path.join(BUILD, 'dist')], { cwd: ROOT });
-    } catch (err) {
-      throw new Error(`tsc failed (someone's work in progress? retry, or use --no-build with a built dist/):\n${err.stdout ?? ''}${err.stderr ?? ''}`);
-    }
-  }
-  fs.cpSync(path.join(ROOT, 'bin'), path.join(BUILD, 'bin'), { recursive: true });
-  return flag('--no-build') ? 'copy of dist/ (--no-build)' : 'tsc of src/ at start';
-}
+const build = () => privateBuild(ROOT, BUILD, flag('--no-build'));
 
 // ---------------------------------------------------------------------------------------------------
 // Measurements
