@@ -50,7 +50,9 @@ function describe(event: WatchEvent, nowMs: number): [string, string | null, str
       return ['ANSWERED', null, [text(d['ask']), howAnswered(d), text(d['grant']), text(d['destination'])]];
     case 'grant': {
       const generation = typeof d['generation'] === 'string' ? [`generation ${d['generation']}`] : [];
-      return ['GRANT', null, [text(d['action']), text(d['grant']), ...generation]];
+      // A change made on another instance of a fleet, said so: this instance's own log will not have it.
+      const via = d['via'] === 'fleet' ? ['(on another instance)'] : [];
+      return ['GRANT', null, [text(d['action']), text(d['grant']), ...generation, ...via]];
     }
     case 'gap':
       // A restart gap has no ids: the events it lost were numbered by an earlier run of Sluice.

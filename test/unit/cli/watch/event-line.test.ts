@@ -61,6 +61,8 @@ describe('formatEventLine', () => {
     ],
     ['a grant revoked', { id: 8, event: 'grant', data: { ts: at, action: 'revoke', grant: 'g-1', generation: 'run-7' } }, '09:59:58  GRANT     revoke  g-1  generation run-7\n'],
     ['a grant issued without a generation', { id: 9, event: 'grant', data: { ts: at, action: 'issue', grant: 'g-2', generation: null } }, '09:59:58  GRANT     issue  g-2\n'],
+    ['a grant revoked on another instance of a fleet', { id: 10, event: 'grant', data: { ts: at, action: 'revoke', grant: 'g-3', generation: 'run-7', via: 'fleet' } }, '09:59:58  GRANT     revoke  g-3  generation run-7  (on another instance)\n'],
+    ['a grant that expired', { id: 11, event: 'grant', data: { ts: at, action: 'expire', grant: 'g-4', generation: null } }, '09:59:58  GRANT     expire  g-4\n'],
     ['a gap (no ts: the time is now)', { id: null, event: 'gap', data: { from: 5, to: 9, reason: 'slow_reader' } }, '10:00:00  GAP       lost events 5..9 (slow_reader)\n'],
     [
       "a restart gap (the ids lost were an earlier process's)",
