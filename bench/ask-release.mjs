@@ -23,7 +23,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { exitHarness, privateBuild, sh, shOr } from './lib/harness.mjs';
+import { exitHarness, privateBuild, sh, shOr, startOriginsChild } from './lib/harness.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..');
@@ -527,26 +527,7 @@ async function main() {
   cleanups.push(() => fs.rmSync(work, { recursive: true, force: true }));
 
   // Origins in a child process of their own.
-  const originChild = spawn(process.execPath, [fileURLToPath(import.meta.url), '--serve-origins'], { stdio: ['pipe', 'pipe', 'inherit'], detached: true });
-  cleanups.push(async () => {
-    try {
-      process.kill(-originChild.pid, 'SIGKILL');
-    } catch {
-      // gone
-    }
-  });
-  const origins = await new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error('origins did not start within 10 s')), 10_000);
-    let out = '';
-    originChild.stdout.on('data', (c) => {
-      out += c;
-      if (out.includes('\n')) {
-        clearTimeout(t);
-        resolve(JSON.parse(out.split('\n')[0]));
-      }
-    });
-    originChild.once('exit', () => reject(new Error('origins exited')));
-  });
+  const origins = await startOriginsChild(fileURLToPath(import.meta.url), cleanups);
 
   // One Sluice as users run it: two grants that name the same granted origin, one of them asking.
   const tokens = { asking: crypto.randomBytes(18).toString('base64url'), plain: crypto.randomBytes(18).toString('base64url') };

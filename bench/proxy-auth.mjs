@@ -12,7 +12,6 @@
 // Everything stays on 127.0.0.1. Every child runs in its own process group (or is owned by a fixture
 // that kills it) and is killed on exit, failure, SIGINT and SIGTERM. Every socket operation has a
 // timeout, every batch a count, and the whole run a deadline.
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -20,7 +19,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { exitHarness, privateBuild, sh, shOr } from './lib/harness.mjs';
+import { exitHarness, privateBuild, sh, shOr, startOriginsChild } from './lib/harness.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..');
@@ -245,26 +244,7 @@ async function main() {
   cleanups.push(() => fs.rmSync(work, { recursive: true, force: true }));
 
   // Origins in a child process of their own.
-  const originChild = spawn(process.execPath, [fileURLToPath(import.meta.url), '--serve-origins'], { stdio: ['pipe', 'pipe', 'inherit'], detached: true });
-  cleanups.push(async () => {
-    try {
-      process.kill(-originChild.pid, 'SIGKILL');
-    } catch {
-      // gone
-    }
-  });
-  const origins = await new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error('origins did not start within 10 s')), 10_000);
-    let out = '';
-    originChild.stdout.on('data', (c) => {
-      out += c;
-      if (out.includes('\n')) {
-        clearTimeout(t);
-        resolve(JSON.parse(out.split('\n')[0]));
-      }
-    });
-    originChild.once('exit', () => reject(new Error('origins exited')));
-  });
+  const origins = await startOriginsChild(fileURLToPath(import.meta.url), cleanups);
 
   // A throwaway realm: the proxy's service key and the user whose ticket Sluice presents.
   const kdc = await startKdc();

@@ -962,7 +962,7 @@ async function main() {
       log('tls: tunnel setup over plain, TLS token and TLS certificate listeners of one Sluice, interleaved');
       try {
         tlsSetup = await measureTlsSetup(
-          { launch, stop, groupCpu, cpuStat, pinned: PIN, freePort, tmpDir, log },
+          { launch, stop, collect, groupCpu, cpuStat, pinned: PIN, freePort, tmpDir, log },
           { entry: opt.sluiceBin ?? sluiceEntry, origin, rounds: S.rounds, seqS: S.tlsSeqS, concS: S.tlsConcS, concurrency: S.tlsConcurrency, warmS: S.tlsWarmS },
         );
         if (tlsSetup.audit.leaks.length) notes.push(`TLS tunnel setup: ${tlsSetup.audit.leaks.join('; ')}.`);

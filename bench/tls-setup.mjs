@@ -172,6 +172,9 @@ function clientDriver(child) {
  * echo port of the run's origin. Settings: rounds, seqS (sequential batch), concS and concurrency (the
  * concurrent batch), warmS (per case, not recorded).
  */
+/** What each child's stderr and stdout keep (run.mjs's collect). */
+const LOG_LIMIT = 4 << 20;
+
 export async function measureTlsSetup(h, { entry, origin, rounds, seqS, concS, concurrency, warmS }) {
   const dir = h.tmpDir('tls');
   const pki = makeBenchPki(dir);
@@ -207,11 +210,11 @@ export async function measureTlsSetup(h, { entry, origin, rounds, seqS, concS, c
   const cfgFile = path.join(dir, 'sluice.yaml');
   fs.writeFileSync(cfgFile, cfg);
   const sluice = h.launch(process.execPath, [entry, 'start', '--config', cfgFile], { cpu: 0, cwd: dir, name: 'sluice-tls' });
-  const sluiceLog = collect(sluice.stderr);
-  collect(sluice.stdout);
+  const sluiceLog = h.collect(sluice.stderr, LOG_LIMIT);
+  h.collect(sluice.stdout, LOG_LIMIT);
   sluice.stdin.end();
   const floor = h.launch(process.execPath, [FLOOR, JSON.stringify({ certFile: pki.server.cert, keyFile: pki.server.key, clientCaFile: pki.clientCa })], { cpu: 0, cwd: dir, name: 'floor-tls' });
-  const floorLog = collect(floor.stderr);
+  const floorLog = h.collect(floor.stderr, LOG_LIMIT);
   floor.stdin.end();
   let client = null;
   const result = { settings: { rounds, seqS, concS, concurrency, warmS, target, pinned: Boolean(h.pinned) }, cases: {}, pki: { key: pki.serverKeyType, files: 'ECDSA P-256, openssl CLI, made at the start' } };
@@ -224,7 +227,7 @@ export async function measureTlsSetup(h, { entry, origin, rounds, seqS, concS, c
     const cases = {};
     for (const [name, c] of Object.entries(TLS_CASES)) cases[name] = { port: servers[c.server].ports[c.port], tls: c.tls, token: c.token ? auth : undefined, cert: Boolean(c.cert), resume: Boolean(c.resume) };
     client = h.launch(process.execPath, [CLIENT, JSON.stringify({ cases, connect: target, ca: pki.serverCa, certFile: pki.client.cert, keyFile: pki.client.key })], { cpu: 1, name: 'tls-client' });
-    const clientLog = collect(client.stderr);
+    const clientLog = h.collect(client.stderr, LOG_LIMIT);
     const run = clientDriver(client);
     const job = async (name, durationS, conc) => {
       const server = servers[TLS_CASES[name].server].child;
@@ -295,16 +298,6 @@ function slim(a) {
     othersPct: a.othersPct,
     stealPct: a.stealPct,
   };
-}
-
-function collect(stream, limit = 4 << 20) {
-  const chunks = [];
-  let size = 0;
-  stream.on('data', (d) => {
-    if (size < limit) chunks.push(d);
-    size += d.length;
-  });
-  return () => Buffer.concat(chunks).toString('utf8');
 }
 
 /** Audit records by listener: decisions (request, via, reason) and closes; and any secret where it must not be. */

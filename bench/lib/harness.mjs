@@ -2,7 +2,7 @@
 // is stopped on every way out (a signal, the run's deadline, the end), a shell helper, and a private copy
 // of Sluice, so that a rebuild of dist/ by someone else's `npm test` cannot change the binary between
 // rounds. `--no-build` copies the dist/ of now, never an earlier run's copy (that would bench stale code).
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -65,4 +65,31 @@ export function privateBuild(root, buildDir, noBuild) {
   }
   fs.cpSync(path.join(root, 'bin'), path.join(buildDir, 'bin'), { recursive: true });
   return noBuild ? 'copy of dist/ (--no-build)' : 'tsc of src/ at start';
+}
+
+/**
+ * Starts `script --serve-origins` as a child of its own (its own process group, killed by a cleanup), so
+ * the client's event loop measures only the client side; resolves with the JSON line it prints first.
+ */
+export function startOriginsChild(script, cleanups) {
+  const originChild = spawn(process.execPath, [script, '--serve-origins'], { stdio: ['pipe', 'pipe', 'inherit'], detached: true });
+  cleanups.push(async () => {
+    try {
+      process.kill(-originChild.pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  });
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('origins did not start within 10 s')), 10_000);
+    let out = '';
+    originChild.stdout.on('data', (c) => {
+      out += c;
+      if (out.includes('\n')) {
+        clearTimeout(t);
+        resolve(JSON.parse(out.split('\n')[0]));
+      }
+    });
+    originChild.once('exit', () => reject(new Error('origins exited')));
+  });
 }
