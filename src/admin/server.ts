@@ -92,7 +92,6 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     if (server.listening) server.close();
     throw error;
   });
-  options.log.info({ address: bound.address }, 'admin listening');
   return {
     address: bound.address,
     close: () =>

@@ -147,8 +147,11 @@ function grantOf(rt: ProxyRuntime, grantId: string, choice: GrantChoice): { gran
     return { grant, problem: grant === undefined ? unknown : null };
   }
   if (choice.instance === null) {
-    const inConfig = rt.registry.grants.has(grantId) ? '; the config file has it, so that instance runs another config: reload it (SIGHUP or POST /v1/reload)' : '';
-    return { grant: undefined, problem: unknown + inConfig };
+    // UX review 2026-12-04 finding 2: a run's grant is forgotten with its run, so say where its refusals went.
+    const hint = rt.registry.grants.has(grantId)
+      ? '; the config file has it, so that instance runs another config: reload it (SIGHUP or POST /v1/reload)'
+      : '; a grant that `sluice run` issued is forgotten when its run ends: the run printed what its command was refused, each with its fix';
+    return { grant: undefined, problem: unknown + hint };
   }
   const compiled = rt.registry.compile({ id: grantId, spec: choice.instance.spec, revoked: choice.instance.revoked, tokenSha256: null }, '');
   if (compiled.ok) return { grant: compiled.value, problem: null };

@@ -99,6 +99,8 @@ describe('sluice explain beside a running instance', () => {
     const r = await sluice(explainArgs('g-nobody', 'https://api.test'));
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/grant "g-nobody" is not known to the running instance at unix:/);
+    // A run's grant is forgotten with its run: the message says where its refusals went.
+    expect(r.stderr).toContain('forgotten when its run ends: the run printed what its command was refused');
   });
 
   it.each([
