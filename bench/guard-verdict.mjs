@@ -2,7 +2,7 @@
 // each floor round by round, and judges the median ratios against bench/guard-thresholds.json. No I/O.
 
 /** The measures a round line carries, as bench/run.mjs's brief() prints them. */
-export const MEASURES = ['rate', 'cpuPerTunnel', 'p50', 'p99', 'bulkDown'];
+export const MEASURES = ['rate', 'cpuPerTunnel', 'p50', 'p99', 'bulkDown', 'bulkUp'];
 
 const ROUND = /^\[bench [0-9:]+\] round (\d+) ([a-z-]+): (.*)$/;
 
@@ -27,7 +27,8 @@ export function parseRoundLine(line) {
   set('p99', num(/\bp99 ([0-9.]+) µs/));
   set('rate', num(/\b([0-9.]+) tunnels\/s/));
   set('cpuPerTunnel', num(/\(([0-9.]+) µs CPU/));
-  set('bulkDown', num(/\b([0-9.]+) MiB\/s/));
+  set('bulkDown', num(/(?<!up )\b([0-9.]+) MiB\/s/));
+  set('bulkUp', num(/\bup ([0-9.]+) MiB\/s/));
   for (const f of text.matchAll(/FAILED ([^,]*)/g)) out.failures.push(f[1]);
   return out;
 }

@@ -13,7 +13,7 @@ import { judge, parseRoundLine } from './guard-verdict.mjs';
 
 const BENCH = path.dirname(fileURLToPath(import.meta.url));
 const TARGETS = ['netfloor', 'floor', 'sluice-real'];
-const SCENARIOS = ['latency', 'rate', 'bulk'];
+const SCENARIOS = ['latency', 'rate', 'bulk', 'bulkup'];
 const DEFAULT_ROUNDS = 6;
 
 function usage() {

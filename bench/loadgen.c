@@ -3,7 +3,8 @@
  * `cc -O2`). One epoll thread per process, Linux only, no dependencies.
  *
  *   loadgen server [--bind IP] [--max-seconds S]
- *       Origin: an echo port, a bulk port (reads "<bytes>\n", sends that many bytes, closes) and an
+ *       Origin: an echo port, a bulk port (reads "<bytes>\n", sends that many bytes, closes; or reads
+ *       "U<bytes>\n" and then that many bytes, answers "ok\n" and closes) and an
  *       HTTP/1.1 port (every request gets a 64-byte 200, keep-alive unless the request says close).
  *       Prints {"echo":P,"bulk":P,"http":P} on stdout, then serves until stdin closes, SIGTERM, or
  *       --max-seconds.
@@ -11,8 +12,9 @@
  *   loadgen latency --target IP:PORT [--connect HOST:PORT] [--auth B64] [--size 32] [--duration S] [--max N]
  *       Sequential: connect, [CONNECT HOST:PORT, read 200], send SIZE bytes, read them back, close.
  *   loadgen rate    ... --concurrency C --duration S          the same cycle, C at a time
- *   loadgen bulk    --target IP:PORT [--connect HOST:PORT] [--auth B64] --bytes N
- *       One stream: [CONNECT], send "<N>\n" to the bulk port, read N bytes.
+ *   loadgen bulk    --target IP:PORT [--connect HOST:PORT] [--auth B64] --bytes N [--up]
+ *       One stream: [CONNECT], send "<N>\n" to the bulk port, read N bytes; with --up, send "U<N>\n"
+ *       and N bytes, and read the origin's "ok\n" (the upload is timed to that answer).
  *   loadgen http    --target IP:PORT --host HOST:PORT [--absolute] [--auth B64] --concurrency C --duration S
  *       Keep-alive GETs, one outstanding per connection; --absolute sends absolute-form (through a proxy).
  *   loadgen idle    --target IP:PORT --connect HOST:PORT [--auth B64] --count N [--parallel P] [--hold-max S]
@@ -87,6 +89,7 @@ struct opts {
   const char *auth;     /* base64 user:token, or NULL */
   const char *bind;
   int absolute;
+  int up;
   int size, concurrency, parallel, max;
   long long bytes, count;
   double duration, hold_max, max_seconds;
@@ -267,6 +270,42 @@ static int run_latency(void) {
   return 0;
 }
 
+/* Upload: N bytes to the bulk port's sink, timed from the first byte sent to the origin's "ok\n". */
+static int run_bulk_up(int fd, double t0) {
+  char req[64];
+  int n = snprintf(req, sizeof req, "U%lld\n", O.bytes);
+  double ts = now_s();
+  static char big[1 << 18];
+  memset(big, 'u', sizeof big);
+  int ok = write_all(fd, req, n) == 0;
+  if (!ok) errno_error();
+  long long sent = 0;
+  while (ok && sent < O.bytes) {
+    int chunk = O.bytes - sent < (long long)sizeof big ? (int)(O.bytes - sent) : (int)sizeof big;
+    if (write_all(fd, big, chunk) != 0) { errno_error(); ok = 0; break; }
+    sent += chunk;
+  }
+  char ans[8];
+  int got = 0;
+  while (ok && got < 3) {
+    ssize_t r = recv(fd, ans + got, sizeof ans - got, 0);
+    if (r == 0) { errors[E_EOF]++; ok = 0; break; }
+    if (r < 0) { errno_error(); ok = 0; break; }
+    got += r;
+  }
+  if (ok && memcmp(ans, "ok\n", 3) != 0) { errors[E_BADRESP]++; ok = 0; }
+  double te = now_s();
+  close(fd);
+  double u, sy;
+  cpu_times(&u, &sy);
+  printf("{\"mode\":\"bulk\",\"dir\":\"up\",\"ok\":%s,\"bytes\":%lld,\"wall_s\":%.4f,\"setup_s\":%.6f,\"mibps\":%.1f,"
+         "\"cpu_user_s\":%.3f,\"cpu_sys_s\":%.3f,",
+         ok ? "true" : "false", sent, te - ts, ts - t0, sent / (te - ts) / 1048576.0, u, sy);
+  print_errors();
+  printf("}\n");
+  return ok ? 0 : 1;
+}
+
 static int run_bulk(void) {
   int extra;
   double t0 = now_s();
@@ -277,6 +316,7 @@ static int run_bulk(void) {
     printf("}\n");
     return 1;
   }
+  if (O.up) return run_bulk_up(fd, t0);
   int rcv = 0;
   socklen_t sl = sizeof rcv;
   char req[64];
@@ -660,7 +700,7 @@ static int run_idle(void) {
 enum { K_LISTEN_ECHO, K_LISTEN_BULK, K_LISTEN_HTTP, K_ECHO, K_BULK, K_HTTP };
 struct sconn {
   int fd, kind, in_len, out_len, out_off, close_after;
-  long long bulk_left;
+  long long bulk_left, sink_left;
   char *in, *out;
 };
 #define SBUF 16384
@@ -717,6 +757,18 @@ static int sbulk(struct sconn *c) {
     c->bulk_left -= w;
   }
   return 1;
+}
+/* An upload is all in: answer "ok\n", then close. 1 = close now, 0 = wait for the answer to be written. */
+static int sink_done(struct sconn *c) {
+  c->sink_left = 0;
+  memcpy(c->out, "ok\n", 3);
+  c->out_len = 3;
+  c->out_off = 0;
+  c->close_after = 1;
+  int f = sflush(c);
+  if (f != 0) return 1;
+  smod(c, EPOLLOUT | EPOLLRDHUP);
+  return 0;
 }
 /* Handle every complete request in c->in. */
 static void shttp_requests(struct sconn *c) {
@@ -811,6 +863,11 @@ static int run_server(void) {
         if (c->out_len > 0 || (c->kind == K_BULK && c->bulk_left > 0)) {
           /* still writing: read nothing more yet, but notice a hang-up */
           if (e & (EPOLLHUP | EPOLLERR)) dead = 1;
+        } else if (c->kind == K_BULK && c->sink_left > 0) {
+          /* an upload: count what arrives, answer once it is all there */
+          ssize_t r = recv(c->fd, rbuf, sizeof rbuf, 0);
+          if (r == 0 || (r < 0 && errno != EAGAIN)) dead = 1;
+          else if (r > 0 && (c->sink_left -= r) <= 0) dead = sink_done(c);
         } else {
           ssize_t r = recv(c->fd, c->kind == K_ECHO ? c->out : c->in + c->in_len,
                            c->kind == K_ECHO ? SBUF : SBUF - c->in_len, 0);
@@ -825,7 +882,11 @@ static int run_server(void) {
             } else if (c->kind == K_BULK) {
               c->in_len += r;
               char *nl = memchr(c->in, '\n', c->in_len);
-              if (nl) {
+              if (nl && c->in[0] == 'U') {
+                c->sink_left = atoll(c->in + 1) - (c->in_len - (nl + 1 - c->in));
+                c->in_len = 0;
+                if (c->sink_left <= 0) dead = sink_done(c);
+              } else if (nl) {
                 c->bulk_left = atoll(c->in);
                 int f = sbulk(c);
                 if (f < 0 || f == 1) dead = 1;
@@ -877,6 +938,7 @@ int main(int argc, char **argv) {
     else if (OPT("--hold-max")) O.hold_max = atof(v);
     else if (OPT("--max-seconds")) O.max_seconds = atof(v);
     else if (strcmp(a, "--absolute") == 0) O.absolute = 1;
+    else if (strcmp(a, "--up") == 0) O.up = 1;
     else { fprintf(stderr, "loadgen: unknown option %s\n", a); return 2; }
   }
   if (O.size < 1 || O.size > (int)sizeof payload) O.size = 32;

@@ -13,12 +13,20 @@ export const TARGET_LABELS = {
   tinyproxy: 'tinyproxy',
 };
 
+/** Proxy CPU seconds per GiB relayed: its share of a core during the stream over GiB/s. */
+function cpuPerGiB(s) {
+  return s.ok && s.mibps > 0 && s.cpu?.proxyPct !== undefined ? s.cpu.proxyPct / 100 / (s.mibps / 1024) : undefined;
+}
+
 /** The measures of the table, in order: where each comes from, its unit, and which way is better. */
 export const MEASURES = [
   { key: 'latency_p50', label: 'tunnel setup p50 (connect, CONNECT 200, 32 B echo)', scenario: 'latency', pick: (s) => s.latency_us?.p50, unit: 'µs', better: 'lower' },
   { key: 'latency_p99', label: 'tunnel setup p99', scenario: 'latency', pick: (s) => s.latency_us?.p99, unit: 'µs', better: 'lower' },
   { key: 'rate', label: 'new tunnels/s, 32 concurrent', scenario: 'rate', pick: (s) => s.rate, unit: '/s', better: 'higher' },
   { key: 'bulk', label: 'bulk tunnel MiB/s, 1 stream down', scenario: 'bulk', pick: (s) => (s.ok ? s.mibps : undefined), unit: 'MiB/s', better: 'higher' },
+  { key: 'bulk_up', label: 'bulk tunnel MiB/s, 1 stream up', scenario: 'bulkup', pick: (s) => (s.ok ? s.mibps : undefined), unit: 'MiB/s', better: 'higher' },
+  { key: 'bulk_cpu_gib', label: 'proxy CPU per GiB, bulk down (s)', scenario: 'bulk', pick: cpuPerGiB, unit: 's', better: 'lower' },
+  { key: 'bulk_up_cpu_gib', label: 'proxy CPU per GiB, bulk up (s)', scenario: 'bulkup', pick: cpuPerGiB, unit: 's', better: 'lower' },
   { key: 'http', label: 'plain HTTP keep-alive req/s, 32 conc, 64 B', scenario: 'http', pick: (s) => s.rate, unit: '/s', better: 'higher' },
   { key: 'idle_rss', label: 'RSS per idle tunnel', scenario: 'idle', pick: (s) => s.perTunnelKiB, unit: 'KiB', better: 'lower' },
   { key: 'cpu_per_tunnel', label: 'CPU per tunnel, 32 concurrent (proxy CPU time / tunnels)', scenario: 'rate', pick: (s) => s.cpu?.proxyUsPerDone ?? undefined, unit: 'µs', better: 'lower' },
@@ -48,7 +56,7 @@ export function summarize(result) {
     for (const m of MEASURES) {
       t.measures[m.key] = stats(runs.map((r) => r.scenarios?.[m.scenario]).filter(Boolean).map(m.pick));
     }
-    for (const scenario of ['latency', 'rate', 'bulk', 'http', 'idle']) {
+    for (const scenario of ['latency', 'rate', 'bulk', 'bulkup', 'http', 'idle']) {
       const ss = runs.map((r) => r.scenarios?.[scenario]).filter(Boolean);
       t.cpu[scenario] = {
         proxyPct: stats(ss.map((s) => s.cpu?.proxyPct)),
@@ -75,6 +83,7 @@ function fmtNum(x, unit) {
   if (x === undefined || x === null) return '-';
   if (unit === 'KiB' || unit === 'kB') return x.toFixed(1);
   if (unit === 'MiB/s') return Math.round(x).toLocaleString('en-US');
+  if (unit === 's') return x.toFixed(2);
   if (x >= 100) return Math.round(x).toLocaleString('en-US');
   return x.toFixed(1);
 }
@@ -107,6 +116,7 @@ export function checkTargets(summary) {
   if (s.rate && f?.rate) add('new tunnels/s ≥ 0.9× floor', fmtNum(v(s.rate)), fmtNum(0.9 * v(f.rate)), v(s.rate) >= 0.9 * v(f.rate), `${(v(s.rate) / v(f.rate)).toFixed(2)}× floor`);
   if (s.rate && q?.rate) add('new tunnels/s ≥ Squid', fmtNum(v(s.rate)), fmtNum(v(q.rate)), v(s.rate) >= v(q.rate), pct(v(s.rate), v(q.rate)));
   if (s.bulk && f?.bulk) add('bulk MiB/s ≥ 0.95× floor', fmtNum(v(s.bulk), 'MiB/s'), fmtNum(0.95 * v(f.bulk), 'MiB/s'), v(s.bulk) >= 0.95 * v(f.bulk), `${(v(s.bulk) / v(f.bulk)).toFixed(2)}× floor`);
+  if (s.bulk_up && f?.bulk_up) add('bulk up MiB/s ≥ 0.95× floor', fmtNum(v(s.bulk_up), 'MiB/s'), fmtNum(0.95 * v(f.bulk_up), 'MiB/s'), v(s.bulk_up) >= 0.95 * v(f.bulk_up), `${(v(s.bulk_up) / v(f.bulk_up)).toFixed(2)}× floor`);
   if (s.http && q?.http) add('plain HTTP req/s ≥ Squid', fmtNum(v(s.http)), fmtNum(v(q.http)), v(s.http) >= v(q.http), pct(v(s.http), v(q.http)));
   if (s.idle_rss) add('RSS per idle tunnel ≤ 16 KiB', `${fmtNum(v(s.idle_rss), 'KiB')} KiB`, '16 KiB', v(s.idle_rss) <= 16, '');
   return rows;
@@ -136,6 +146,9 @@ export function checkIssue16(summary) {
   if (v(s.gc_per_tunnel) && v(f?.gc_per_tunnel)) add('GC pause per tunnel ≤ 1.3× net floor', `${v(s.gc_per_tunnel).toFixed(1)} µs`, `${(1.3 * v(f.gc_per_tunnel)).toFixed(1)} µs`, v(s.gc_per_tunnel) <= 1.3 * v(f.gc_per_tunnel), x(v(s.gc_per_tunnel), v(f.gc_per_tunnel)));
   if (v(s.http) && v(q?.http)) add('plain HTTP req/s ≥ Squid', fmtNum(v(s.http)), fmtNum(v(q.http)), v(s.http) >= v(q.http), pct(v(s.http), v(q.http)));
   if (v(s.bulk) && v(f?.bulk)) add('bulk MiB/s ≥ 0.95× net floor', fmtNum(v(s.bulk), 'MiB/s'), fmtNum(0.95 * v(f.bulk), 'MiB/s'), v(s.bulk) >= 0.95 * v(f.bulk), x(v(s.bulk), v(f.bulk)));
+  if (v(s.bulk_up) && v(f?.bulk_up)) add('bulk up MiB/s ≥ 0.95× net floor', fmtNum(v(s.bulk_up), 'MiB/s'), fmtNum(0.95 * v(f.bulk_up), 'MiB/s'), v(s.bulk_up) >= 0.95 * v(f.bulk_up), x(v(s.bulk_up), v(f.bulk_up)));
+  if (v(s.bulk_up) && v(q?.bulk_up)) add('bulk up MiB/s ≥ Squid (issue 26)', fmtNum(v(s.bulk_up), 'MiB/s'), fmtNum(v(q.bulk_up), 'MiB/s'), v(s.bulk_up) >= v(q.bulk_up), pct(v(s.bulk_up), v(q.bulk_up)));
+  if (v(s.bulk) && v(q?.bulk)) add('bulk down MiB/s ≥ Squid (issue 26)', fmtNum(v(s.bulk), 'MiB/s'), fmtNum(v(q.bulk), 'MiB/s'), v(s.bulk) >= v(q.bulk), pct(v(s.bulk), v(q.bulk)));
   if (v(s.idle_rss)) add('RSS per idle tunnel ≤ 16 KiB', `${fmtNum(v(s.idle_rss), 'KiB')} KiB`, '16 KiB', v(s.idle_rss) <= 16, '');
   return rows;
 }
@@ -210,7 +223,7 @@ export function renderMarkdown(result) {
   lines.push('');
   lines.push(`| scenario | ${labels.join(' | ')} |`);
   lines.push(`|---|${targets.map(() => '---').join('|')}|`);
-  for (const sc of ['latency', 'rate', 'bulk', 'http', 'idle']) {
+  for (const sc of ['latency', 'rate', 'bulk', 'bulkup', 'http', 'idle']) {
     const f = (st) => (st ? Math.round(st.median).toString() : '-');
     lines.push(`| ${sc} | ${targets.map((t) => {
       const c = summary[t].cpu[sc];
@@ -224,7 +237,7 @@ export function renderMarkdown(result) {
     lines.push('');
     lines.push(`| scenario | ${labels.join(' | ')} |`);
     lines.push(`|---|${targets.map(() => '---').join('|')}|`);
-    for (const sc of ['latency', 'rate', 'bulk', 'http']) {
+    for (const sc of ['latency', 'rate', 'bulk', 'bulkup', 'http']) {
       lines.push(`| ${sc} | ${targets.map((t) => {
         const c = summary[t].cpu[sc];
         if (!c?.othersPct) return '-';
@@ -296,7 +309,7 @@ export function renderMarkdown(result) {
     lines.push('');
     lines.push(`${name} audit (all rounds): ${a.lines.toLocaleString('en-US')} records; decisions ${JSON.stringify(a.decisions)}; closes ${JSON.stringify(a.closes)}; operational log lines at warn or above: ${a.warnLines}.`);
     const tm = a.timingsMedianUs ?? {};
-    const scs = ['latency', 'rate', 'bulk', 'http'].filter((sc) => tm[sc]);
+    const scs = ['latency', 'rate', 'bulk', 'bulkup', 'http'].filter((sc) => tm[sc]);
     if (scs.length) {
       const fields = ['identifyUs', 'authorizeUs', 'routeUs', 'resolveUs', 'dialUs', 'firstByteUs'].filter((f) => scs.some((sc) => tm[sc][f] !== undefined));
       lines.push('');

@@ -30,7 +30,7 @@ const SLUICE_TARGETS = ['sluice', 'sluice-real'];
 const isSluice = (t) => SLUICE_TARGETS.includes(t);
 /** Preloaded into every Node target (floor, netfloor, sluice, sluice-real): GC time and allocation in the rate scenario. */
 const GC_PROBE = path.join(BENCH, 'gc-probe.mjs');
-const ALL_SCENARIOS = ['latency', 'rate', 'bulk', 'http', 'idle', 'tls', 'ask'];
+const ALL_SCENARIOS = ['latency', 'rate', 'bulk', 'bulkup', 'http', 'idle', 'tls', 'ask'];
 /**
  * Not run per target: `tls` starts one Sluice of its own after the rounds (bench/tls-setup.mjs); `ask`
  * runs bench/ask-release.mjs (held-hop release latency, and a grant's `ask` field on a granted hop).
@@ -676,6 +676,9 @@ async function runScenario(name, inst, origin, originChild) {
       return measured(inst, originChild, () => loadgen(['rate', ...tunnelArgs(inst, origin, 'echo'), '--size', '32', '--concurrency', '32', '--duration', String(S.rateS)], t(S.rateS)), { gc: true });
     case 'bulk':
       return measured(inst, originChild, () => loadgen(['bulk', ...tunnelArgs(inst, origin, 'bulk'), '--bytes', String(S.bulkBytes)], 60_000));
+    case 'bulkup':
+      // client to origin: the direction a proxy reads from the socket it accepted (ADR 0022)
+      return measured(inst, originChild, () => loadgen(['bulk', ...tunnelArgs(inst, origin, 'bulk'), '--bytes', String(S.bulkBytes), '--up'], 60_000));
     case 'http':
       return measured(inst, originChild, () => loadgen(['http', ...httpArgs(inst, origin), '--concurrency', '32', '--duration', String(S.httpS)], t(S.httpS)));
     default:
@@ -1086,6 +1089,7 @@ function brief(report) {
   if (s.latency) parts.push(`p50 ${s.latency.latency_us.p50.toFixed(0)} µs p99 ${s.latency.latency_us.p99.toFixed(0)} µs`);
   if (s.rate) parts.push(`${Math.round(s.rate.rate)} tunnels/s${s.rate.cpu?.proxyUsPerDone ? ` (${Math.round(s.rate.cpu.proxyUsPerDone)} µs CPU${s.rate.gc?.ok ? `, ${(s.rate.gc.allocatedBytesPerDone / 1000).toFixed(1)} kB, ${s.rate.gc.gcPauseUsPerDone.toFixed(1)} µs GC` : ''} per tunnel)` : ''}`);
   if (s.bulk) parts.push(`${Math.round(s.bulk.mibps ?? 0)} MiB/s`);
+  if (s.bulkup) parts.push(`up ${Math.round(s.bulkup.mibps ?? 0)} MiB/s`);
   if (s.http) parts.push(`${Math.round(s.http.rate)} req/s`);
   if (s.idle) parts.push(`${s.idle.perTunnelKiB?.toFixed(1)} KiB/tunnel (${s.idle.aliveAtEnd}/${s.idle.count} held)`);
   const errs = Object.values(s).reduce((n, x) => n + Object.values(x.errors ?? {}).reduce((a, b) => a + b, 0), 0);

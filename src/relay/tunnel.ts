@@ -3,11 +3,13 @@
 // inspected or altered. Settles once with an outcome; never rejects when a peer resets.
 // Hand-wired rather than stream.pipe(): five listeners a socket instead of about twelve, byte counts and
 // the idle mark taken in the same data handler, and no timer per socket (IdleSweep).
-// A dialed socket (egress/dial.ts) reads into reused buffers (core/reused-reads.ts, ADR 0022): its chunks
-// come to readReused(), and one lent from the socket's own buffer is marked held whenever it may outlive
-// the call, so the buffer is never read into again while the client's write queue still points at it.
+// A dialed socket (egress/dial.ts) reads into reused buffers (core/reused-reads.ts, ADR 0022), and so
+// does the client's once the tunnel starts, where Node allows it (adopt-reused-reads.ts): their chunks
+// come to readReused(), and one lent from a socket's own buffer is marked held whenever it may outlive
+// the call, so the buffer is never read into again while the other socket's write queue still points at it.
 import type net from 'node:net';
 import { reusedReadsOf, type CloseReason, type ReadTarget, type ReusedReads } from '../core/index.js';
+import { adoptReusedReads } from './adopt-reused-reads.js';
 import { endSocket, withdrawsAuthority } from './end-socket.js';
 import { IdleSweep, type IdleWatched } from './idle-sweep.js';
 
@@ -101,6 +103,8 @@ export class Tunnel implements IdleWatched, ReadTarget {
   private readonly sweep: IdleSweep;
   /** The dialed socket's reused reads, or null when it reads the ordinary way ('data'). */
   private readonly reads: ReusedReads | null;
+  /** The client socket's, likewise. */
+  private readonly clientReads: ReusedReads | null;
   private settle: (outcome: RelayOutcome) => void = () => undefined;
   readonly done: Promise<RelayOutcome>;
 
@@ -113,6 +117,8 @@ export class Tunnel implements IdleWatched, ReadTarget {
   ) {
     this.bytesUp = head.length;
     this.reads = reusedReadsOf(upstream) ?? null;
+    // Before the head is relayed: the client is paused, and nothing it sent since may wait in its buffer.
+    this.clientReads = adoptReusedReads(client);
     this.done = new Promise((resolve) => {
       this.settle = resolve;
     });
@@ -135,7 +141,8 @@ export class Tunnel implements IdleWatched, ReadTarget {
     // Module-level listeners that find the tunnel on the socket: no closure per listener per tunnel.
     (client as TunnelSocket)[TUNNEL] = this;
     (upstream as TunnelSocket)[TUNNEL] = this;
-    client.on('data', onClientData);
+    if (this.clientReads === null) client.on('data', onClientData);
+    else this.clientReads.attach(this);
     const early = this.reads === null ? null : this.reads.attach(this);
     if (this.reads === null) upstream.on('data', onUpstreamData);
     client.on('drain', onClientDrain);
@@ -157,11 +164,11 @@ export class Tunnel implements IdleWatched, ReadTarget {
     if (early === null || this.down(early)) upstream.resume();
   }
 
-  up(chunk: Buffer): void {
+  /** False when the client side was paused (backpressure, or a budget it waits for or ended on). */
+  up(chunk: Buffer): boolean {
     this.active = true;
     this.bytesUp += chunk.length;
-    if (this.budget !== null && !this.budget.take(chunk.length)) return this.overBudget(chunk, this.client, this.upstream);
-    if (!this.upstream.write(chunk)) this.client.pause();
+    return this.pass(chunk, this.client, this.upstream);
   }
 
   /** False when the origin side was paused (backpressure, or a budget it waits for or ended on). */
@@ -169,26 +176,37 @@ export class Tunnel implements IdleWatched, ReadTarget {
     this.active = true;
     this.firstDownAt ??= performance.now();
     this.bytesDown += chunk.length;
+    return this.pass(chunk, this.upstream, this.client);
+  }
+
+  /** Takes the chunk from the budget and writes it on; false once `from` was paused. */
+  private pass(chunk: Buffer, from: net.Socket, to: net.Socket): boolean {
     if (this.budget !== null && !this.budget.take(chunk.length)) {
-      this.overBudget(chunk, this.upstream, this.client);
+      this.overBudget(chunk, from, to);
       return false;
     }
-    if (this.client.write(chunk)) return true;
-    this.upstream.pause();
+    if (to.write(chunk)) return true;
+    from.pause();
     return false;
   }
 
   /**
-   * A chunk read into reused memory, relayed by down(). A lent chunk (a view of the socket's own buffer)
-   * must not outlive this call unmarked: queued behind an unfinished write it is copied; otherwise, if
-   * the kernel did not take it all, or a budget stopped it (overBudget may keep it while it waits), the
-   * buffer is marked held and never read into again.
+   * A chunk read into reused memory, relayed by up() from the client's reads and by down() from the
+   * dialed socket's. A lent chunk (a view of the socket's own buffer) must not outlive this call
+   * unmarked: queued behind an unfinished write it is copied; otherwise, if the kernel did not take it
+   * all, or a budget stopped it (overBudget may keep it while it waits), the buffer is marked held and
+   * never read into again.
    */
   readReused(chunk: Buffer, reads: ReusedReads, lent: boolean): boolean {
-    if (!lent) return this.down(chunk);
-    if (this.client.writableLength > 0) return this.down(Buffer.from(chunk));
-    const more = this.down(chunk);
-    if (!more || this.client.writableLength > 0) reads.held = true;
+    const isUp = reads === this.clientReads;
+    const to = isUp ? this.upstream : this.client;
+    if (!lent) return isUp ? this.up(chunk) : this.down(chunk);
+    if (to.writableLength > 0) {
+      const copy = Buffer.from(chunk);
+      return isUp ? this.up(copy) : this.down(copy);
+    }
+    const more = isUp ? this.up(chunk) : this.down(chunk);
+    if (!more || to.writableLength > 0) reads.held = true;
     return more;
   }
 
@@ -239,8 +257,9 @@ export class Tunnel implements IdleWatched, ReadTarget {
 
   private finish(): void {
     this.sweep.delete(this);
-    // Both sockets closed: no read can come into the buffer again.
+    // Both sockets closed: no read can come into either buffer again.
     this.reads?.release();
+    this.clientReads?.release();
     this.settle({ bytesUp: this.bytesUp, bytesDown: this.bytesDown, closedBy: this.closedBy ?? 'client_closed' });
   }
 }

@@ -45,6 +45,9 @@ describe('bench:guard verdict', () => {
       values: { p50: 308, p99: 2564, rate: 4456, cpuPerTunnel: 222, bulkDown: 762 },
       failures: [],
     });
+    // With the upload scenario the line carries both directions; each is read as its own measure.
+    expect(g.parseRoundLine(`${SLUICE_1}, up 1724 MiB/s`)?.values).toEqual({ p50: 308, p99: 2564, rate: 4456, cpuPerTunnel: 222, bulkDown: 762, bulkUp: 1724 });
+    expect(g.parseRoundLine('[bench 20:21:33] round 1 sluice-real: p50 308 µs p99 2564 µs, up 1724 MiB/s')?.values).toEqual({ p50: 308, p99: 2564, bulkUp: 1724 });
     expect(g.parseRoundLine('[bench 20:21:33] origin: echo 1, bulk 2, http 3; targets netfloor; quick mode, 2 round(s)')).toBeNull();
     expect(g.parseRoundLine('| sluice-real | 308 |')).toBeNull();
   });
