@@ -12,7 +12,7 @@ import { buildRoutes, type BuiltRoutes, type PacSource, type RouteSelector } fro
 import { connectToProxy, createPinnedConnector, createUpstreamConnector, fetchText, isUnixSocketAlive, LearnedMechanisms, systemGss, upstreamFailureLogger, type Gss } from './egress/index.js';
 import { checkAdminSection, resolveAdminTokenSha256, startAdminServer, startMetricsServer, type AdminServer, type MetricsServer } from './admin/index.js';
 import { BoundUpstreams, createForwardAgent, createUpstreamClient, PrincipalPools, type RelayLimits } from './relay/index.js';
-import { EventRing, Metrics, NoopMetrics, type MetricsSink } from './telemetry/index.js';
+import { EventRing, NoopMetrics, createMetrics, type MetricsSink } from './telemetry/index.js';
 import { createFileSink, createOperationalLog, type AuditSink, type OperationalLog } from './audit/index.js';
 import { AskRegistry, AuthThrottle, ConnectionGate, DEDICATED_LISTENER_NAME, DedicatedListeners, GrantRegistry, checkConfigGrants, configTokens, createControl } from './grant/index.js';
 import { HopCache, startListeners, stopListeners, type BoundListener, type HttpLimits, type ProxyRuntime } from './proxy/index.js';
@@ -242,7 +242,7 @@ export async function buildRuntime(
   if (!tokens.ok) return tokens;
   installConfigGrants(registry, config, tokens.value, new Set());
   // Series exist only for configured listeners (bounded labels); without admin.metrics nothing is counted.
-  const metrics = config.admin.metrics === undefined ? new NoopMetrics() : new Metrics({ listeners: [...config.listeners.map((l) => l.name), DEDICATED_LISTENER_NAME] });
+  const metrics = config.admin.metrics === undefined ? new NoopMetrics() : await createMetrics({ listeners: [...config.listeners.map((l) => l.name), DEDICATED_LISTENER_NAME] });
   metricsRef.current = metrics;
   // The file store is always fresh; startApp points this at the fleet sync on the Redis store.
   const freshness = { isFresh: (): boolean => true };

@@ -6,7 +6,6 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
-import { MAX_STACK_SIZE } from 'quickjs-wasi';
 import { deny, ok, type Verdict } from '../core/index.js';
 import { PAC_BUILTIN_NAMES, createPacBuiltins, type PacBuiltinName, type PacBuiltins, type PacHostPort } from './pac-builtins.js';
 import { PacQueue } from './pac-queue.js';
@@ -35,6 +34,13 @@ const HARD_GRACE_MS = 250;
 const MAX_WAITING_CALLS = 256;
 /** Builtins take host names and URLs; a longer string argument throws in the script instead of crossing threads. */
 const MAX_BUILTIN_ARG_CHARS = 65_536;
+
+/**
+ * quickjs-wasi's MAX_STACK_SIZE (the largest stack its VM accepts). Kept here rather than imported: the
+ * package's JS (0.6 MB of heap) is needed only on the sandbox threads, not on the main one for a constant
+ * (issue 26 item 2). test/unit/route/pac-evaluator.test.ts checks it against the package.
+ */
+export const QUICKJS_MAX_STACK_BYTES = 512 * 1024;
 
 const here = createRequire(import.meta.url);
 const MODULE_URLS = { qjsUrl: pathToFileURL(here.resolve('quickjs-wasi')).href, pacUrl: pathToFileURL(here.resolve('pac-resolver')).href };
@@ -254,7 +260,7 @@ export class PacScript {
     if (invalid !== null) return deny('pac_failed', invalid);
     const wasm = await loadEngine().catch((error: unknown) => new Error(`cannot load the QuickJS engine: ${String(error)}`));
     if (wasm instanceof Error) return deny('pac_failed', wasm.message);
-    const clamped = { ...limits, stackBytes: Math.min(limits.stackBytes, MAX_STACK_SIZE) };
+    const clamped = { ...limits, stackBytes: Math.min(limits.stackBytes, QUICKJS_MAX_STACK_BYTES) };
     const script = new PacScript(source, createPacBuiltins(port), clamped, wasm);
     const started = await script.spawn();
     return started.ok ? ok(script) : started;

@@ -1,7 +1,8 @@
 // PacScript: one sandboxed VM per script; hostile PACs (loops, memory bombs, recursion, throws, wrong
 // types) fail fast with pac_failed and the script answers correctly afterwards; builtins see only the port.
 import { afterEach, describe, expect, it } from 'vitest';
-import { PacScript, type PacHostPort, type PacLimits } from '../../../src/route/pac-evaluator.js';
+import { MAX_STACK_SIZE } from 'quickjs-wasi';
+import { PacScript, QUICKJS_MAX_STACK_BYTES, type PacHostPort, type PacLimits } from '../../../src/route/pac-evaluator.js';
 
 const LIMITS: PacLimits = { timeoutMs: 200, memoryBytes: 8 * 1024 * 1024, stackBytes: 256 * 1024 };
 /** Generous bound for "about timeoutMs" on a loaded CI machine. */
@@ -84,6 +85,10 @@ describe('PacScript.compile', () => {
     const { value, ms } = await timed(() => PacScript.compile(source, recordingPort(), LIMITS));
     expect(value).toMatchObject({ ok: false, reason: 'pac_failed' });
     expect(ms).toBeLessThan(bound);
+  });
+
+  it('clamps the stack to the QuickJS bound the package itself has (kept as a constant off the main thread)', () => {
+    expect(QUICKJS_MAX_STACK_BYTES).toBe(MAX_STACK_SIZE);
   });
 
   it('rejects limits that make no sense', async () => {

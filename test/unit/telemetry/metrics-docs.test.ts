@@ -3,7 +3,8 @@
 // and help, no documented metric the code does not register, and the process-metrics table equal to
 // what prom-client's default metrics export on this platform.
 import { describe, expect, it } from 'vitest';
-import { MetricSpecs, Metrics, type MetricName } from '../../../src/telemetry/index.js';
+import { MetricSpecs, type MetricName } from '../../../src/telemetry/index.js';
+import { Metrics } from '../../../src/telemetry/metrics.js';
 import { codeSpan, readDoc, readTables, type MarkdownTable } from '../../architecture/markdown.js';
 import { parsePrometheusText } from './prometheus-text.js';
 

@@ -11,11 +11,12 @@ import {
   LISTENER_OVERFLOW,
   MAX_LISTENER_SERIES,
   MetricSpecs,
-  Metrics,
   NoopMetrics,
   type MetricName,
   type MetricsSink,
 } from '../../../src/telemetry/index.js';
+// Metrics itself is loaded only with admin.metrics (createMetrics): tested from its own file.
+import { Metrics } from '../../../src/telemetry/metrics.js';
 import { parsePrometheusText, type Family } from './prometheus-text.js';
 
 const names = Object.keys(MetricSpecs) as MetricName[];
