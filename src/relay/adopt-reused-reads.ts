@@ -1,4 +1,4 @@
-// Moves an accepted socket onto reused read buffers in place, when its tunnel starts (issue 26 item 1,
+// Moves an accepted socket onto reused read buffers in place, once its tunnel moves bulk (issue 26 item 1,
 // ADR 0022 "The accepted side"). Node gives `onread` only to sockets it connects; a socket a net.Server
 // accepted always reads into a fresh ArrayBuffer per read, and in the upload direction that allocation
 // is what drives the external-memory scavenges and full-GC storms ADR 0022 removed for the dialed side.

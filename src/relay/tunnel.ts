@@ -4,11 +4,11 @@
 // Hand-wired rather than stream.pipe(): five listeners a socket instead of about twelve, byte counts and
 // the idle mark taken in the same data handler, and no timer per socket (IdleSweep).
 // A dialed socket (egress/dial.ts) reads into reused buffers (core/reused-reads.ts, ADR 0022), and so
-// does the client's once the tunnel starts, where Node allows it (adopt-reused-reads.ts): their chunks
+// does the client's from its first full read on, where Node allows it (adopt-reused-reads.ts): their chunks
 // come to readReused(), and one lent from a socket's own buffer is marked held whenever it may outlive
 // the call, so the buffer is never read into again while the other socket's write queue still points at it.
 import type net from 'node:net';
-import { reusedReadsOf, type CloseReason, type ReadTarget, type ReusedReads } from '../core/index.js';
+import { reusedReadsOf, SHARED_READ_BYTES, type CloseReason, type ReadTarget, type ReusedReads } from '../core/index.js';
 import { adoptReusedReads } from './adopt-reused-reads.js';
 import { endSocket, withdrawsAuthority } from './end-socket.js';
 import { IdleSweep, type IdleWatched } from './idle-sweep.js';
@@ -55,7 +55,11 @@ const TUNNEL = Symbol('sluice.tunnel');
 type TunnelSocket = net.Socket & { [TUNNEL]: Tunnel };
 
 function onClientData(this: TunnelSocket, chunk: Buffer): void {
-  this[TUNNEL].up(chunk);
+  const tunnel = this[TUNNEL];
+  const more = tunnel.up(chunk);
+  // A full read: the client moves bulk, so it reads into reused buffers from now on. A short tunnel
+  // (most of them) never pays for the switch.
+  if (chunk.length >= SHARED_READ_BYTES) tunnel.adoptClientReads(more);
 }
 function onUpstreamData(this: TunnelSocket, chunk: Buffer): void {
   this[TUNNEL].down(chunk);
@@ -103,8 +107,8 @@ export class Tunnel implements IdleWatched, ReadTarget {
   private readonly sweep: IdleSweep;
   /** The dialed socket's reused reads, or null when it reads the ordinary way ('data'). */
   private readonly reads: ReusedReads | null;
-  /** The client socket's, likewise. */
-  private readonly clientReads: ReusedReads | null;
+  /** The client socket's, likewise, once it moved bulk (adoptClientReads). */
+  private clientReads: ReusedReads | null = null;
   private settle: (outcome: RelayOutcome) => void = () => undefined;
   readonly done: Promise<RelayOutcome>;
 
@@ -117,8 +121,6 @@ export class Tunnel implements IdleWatched, ReadTarget {
   ) {
     this.bytesUp = head.length;
     this.reads = reusedReadsOf(upstream) ?? null;
-    // Before the head is relayed: the client is paused, and nothing it sent since may wait in its buffer.
-    this.clientReads = adoptReusedReads(client);
     this.done = new Promise((resolve) => {
       this.settle = resolve;
     });
@@ -141,8 +143,7 @@ export class Tunnel implements IdleWatched, ReadTarget {
     // Module-level listeners that find the tunnel on the socket: no closure per listener per tunnel.
     (client as TunnelSocket)[TUNNEL] = this;
     (upstream as TunnelSocket)[TUNNEL] = this;
-    if (this.clientReads === null) client.on('data', onClientData);
-    else this.clientReads.attach(this);
+    client.on('data', onClientData);
     const early = this.reads === null ? null : this.reads.attach(this);
     if (this.reads === null) upstream.on('data', onUpstreamData);
     client.on('drain', onClientDrain);
@@ -162,6 +163,22 @@ export class Tunnel implements IdleWatched, ReadTarget {
     // Bytes the origin sent before the tunnel attached were copied and reading stopped after them; they
     // go first, counted like any other, and reading starts again unless they met backpressure or the budget.
     if (early === null || this.down(early)) upstream.resume();
+  }
+
+  /**
+   * Switches the client to reads into reused buffers (adopt-reused-reads.ts), called from its 'data'
+   * listener after a full read was relayed; `more` is what up() answered for it. Nothing else is read
+   * in between, and a client that up() paused stays paused: for a socket that reads through onread,
+   * pause() stops its handle too. A socket that cannot switch goes on with 'data'.
+   */
+  adoptClientReads(more: boolean): void {
+    if (this.clientReads !== null) return;
+    const reads = adoptReusedReads(this.client);
+    if (reads === null) return;
+    this.clientReads = reads;
+    reads.attach(this);
+    this.client.removeListener('data', onClientData);
+    if (!more) this.client.pause();
   }
 
   /** False when the client side was paused (backpressure, or a budget it waits for or ended on). */

@@ -175,7 +175,8 @@ async function uploadToSlowOrigin(bytes: number): Promise<{ sent: string; receiv
   // kernel takes only in part returns true, and reading goes on while the view waits in the queue.
   const o = await pair(undefined, SOCKET_HIGH_WATER_MARK);
   const tunnel = new Tunnel(c.near, o.near, { idleTimeoutMs: 60_000 }, Buffer.alloc(0));
-  const adopted = reusedReadsOf(c.near) !== undefined;
+  // The switch waits for the first full read: a short tunnel never pays for it.
+  expect(reusedReadsOf(c.near)).toBeUndefined();
   const origin = o.far;
   const hash = createHash('sha256');
   let received = 0;
@@ -204,11 +205,28 @@ async function uploadToSlowOrigin(bytes: number): Promise<{ sent: string; receiv
   client.end();
   await originEnded;
   origin.end();
+  const adopted = reusedReadsOf(c.near) !== undefined;
   const outcome = await tunnel.done;
   return { sent: sha(sent), received: hash.digest('hex'), receivedBytes: received, bytesUp: outcome.bytesUp, adopted };
 }
 
 describe('a tunnel whose client side reads into reused buffers', () => {
+  it('leaves a short tunnel on Node’s reads: only a full read (bulk) switches the client', async () => {
+    const c = await pair();
+    const o = await pair(undefined, SOCKET_HIGH_WATER_MARK);
+    const tunnel = new Tunnel(c.near, o.near, { idleTimeoutMs: 60_000 }, Buffer.alloc(0));
+    c.far.resume();
+    const arrived = waitFor<Buffer>(o.far, 'data');
+    c.far.write(Buffer.alloc(32, 1));
+    expect((await arrived).length).toBe(32);
+    expect(reusedReadsOf(c.near)).toBeUndefined();
+    const closed = waitFor(o.far, 'end');
+    c.far.end();
+    await closed;
+    o.far.end();
+    expect((await tunnel.done).bytesUp).toBe(32);
+  });
+
   it.runIf(supported)('relays uploads to a slow origin intact: a held buffer is never read into while the origin’s queue holds its view', async () => {
     // Five rounds: whether a partial write meets a read depends on timing; one round caught a broken held
     // rule about two times in three here (test/integration/connect-integrity.test.ts catches it too).
