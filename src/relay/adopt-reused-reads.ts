@@ -81,7 +81,7 @@ export function adoptReusedReads(socket: net.Socket): ReusedReads | null {
   return reads;
 }
 
-/** Whether this Node is one on which accepted sockets can be switched (for tests and the started line). */
+/** Whether this Node is one on which accepted sockets can be switched (the test that an upgrade did not break it). */
 export function canAdoptReusedReads(socket: net.Socket): boolean {
   return userBufferHandle(socket) !== null && readSlotsOf(socket) !== null;
 }
