@@ -7,6 +7,6 @@ export * from './verdict.js';
 export * from './errors.js';
 export * from './types.js';
 export * from './ports.js';
-export * from './socket-buffers.js';
 export * from './reused-reads.js';
+export * from './slot-set.js';
 export * from './periodic-sweep.js';

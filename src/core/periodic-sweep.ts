@@ -1,10 +1,17 @@
 // A set of items visited by one interval instead of a timer each (idle tunnels, dial deadlines, first
 // request heads). The interval starts with the first item and stops itself on a tick that finds the set
 // empty, not on the last delete: one short-lived item at a time would otherwise start and stop an
-// interval per item. Unref'd: it never keeps the process alive.
+// interval per item. Unref'd: it never keeps the process alive. Items come and go once per connection,
+// so they sit in a SlotSet, not a Set (slot-set.ts says why).
+import { SlotSet } from './slot-set.js';
 
-export class PeriodicSweep<T> {
-  private readonly items = new Set<T>();
+/** An item of a sweep: `sweepSlot` is the sweep's (-1 while in none); an item is in one sweep at a time. */
+export interface SweepItem {
+  sweepSlot: number;
+}
+
+export class PeriodicSweep<T extends SweepItem> {
+  private readonly items = new SlotSet<T>('sweepSlot');
   private timer: NodeJS.Timeout | null = null;
 
   /** `due` is asked, once per tick and item, whether the item is done; those are handed to `act` after the walk. */

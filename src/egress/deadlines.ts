@@ -2,9 +2,9 @@
 // value sweeps. A timer per dial (setTimeout, then clearTimeout on connect) was a visible share of tunnel
 // setup. A deadline fires between `timeoutMs` and `timeoutMs + periodMs` (period: a tenth of the
 // timeout, 5 to 250 ms).
-import { PeriodicSweep, sweepPeriodMs } from '../core/index.js';
+import { PeriodicSweep, sweepPeriodMs, type SweepItem } from '../core/index.js';
 
-export interface Deadline {
+export interface Deadline extends SweepItem {
   readonly atMs: number;
   readonly expire: () => void;
 }
@@ -34,7 +34,7 @@ export class Deadlines {
 
   /** Calls `expire` once `timeoutMs` have passed, unless the deadline is cleared first. */
   start(expire: () => void): Deadline {
-    const deadline = { atMs: Date.now() + this.timeoutMs, expire };
+    const deadline: Deadline = { atMs: Date.now() + this.timeoutMs, expire, sweepSlot: -1 };
     this.sweep.add(deadline);
     return deadline;
   }

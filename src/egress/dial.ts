@@ -34,6 +34,7 @@ function onDialError(this: DialingSocket, error: Error): void {
  */
 class PendingDial implements Deadline {
   readonly atMs: number;
+  sweepSlot = -1;
   private settled = false;
 
   constructor(

@@ -2,7 +2,7 @@
 // (start, issue, revoke, reload), enforces per-grant budgets when a connection attaches, and ends a
 // grant's live tunnels and keep-alive connections at once when it is revoked, expires or narrows,
 // touching no other grant (docs/scenarios.md scenario 5).
-import { deny, ok, type CanonicalDestination, type CloseReason, type PinnedAddress, type Verdict } from '../core/index.js';
+import { deny, ok, SlotSet, type CanonicalDestination, type CloseReason, type PinnedAddress, type Verdict } from '../core/index.js';
 import type { ConfigIssue, GrantSpec } from '../config/index.js';
 import { parseProxyAuthorization, TokenStore, type PreviousToken } from '../identity/index.js';
 import { authorize } from '../authority/index.js';
@@ -15,6 +15,8 @@ import { FleetByteBudget, type SharedBudgets } from './shared-budgets.js';
 export interface GrantConnection {
   /** The grant this connection is attached to (set by attach). */
   grantId: string | null;
+  /** The registry's: the connection's index among its grant's live ones (-1 while in none). */
+  liveSlot: number;
   /** The live tunnel's destination and dialed address, so a changed grant can be re-checked against it. */
   readonly tunnelHop: { readonly canonical: CanonicalDestination | null; readonly dialed: PinnedAddress | null } | null;
   readonly socket: { once(event: 'close', listener: () => void): unknown; readonly destroyed?: boolean };
@@ -65,7 +67,8 @@ type Usage = GrantUsage | FleetByteBudget;
 export class GrantRegistry {
   readonly grants = new Map<string, RuntimeGrant>();
   readonly tokens: TokenStore;
-  private readonly live = new Map<string, Set<GrantConnection>>();
+  // A SlotSet per grant, not a Set: a connection joins and leaves once each (core/slot-set.ts says why).
+  private readonly live = new Map<string, SlotSet<GrantConnection>>();
   private readonly usage = new Map<string, Usage>();
   private shared: { readonly budgets: SharedBudgets; readonly onError: (error: unknown) => void } | null = null;
   /** A connection whose fleet-wide attach is in flight: a second hop on it waits for the same answer. */
@@ -229,6 +232,8 @@ export class GrantRegistry {
       if (usage !== undefined) usage.maxBytes = Infinity;
       this.clearExpiry(id);
       ended += this.endConnections(id, reason);
+      // Connections detach when they close, later; the last one drops a non-empty set then.
+      if (this.live.get(id)?.size === 0) this.live.delete(id);
     }
     return ended;
   }
@@ -320,7 +325,7 @@ export class GrantRegistry {
   private track(ctx: GrantConnection, grant: RuntimeGrant, usage: Usage, release: (() => void) | null): void {
     let set = this.live.get(grant.id);
     if (set === undefined) {
-      set = new Set();
+      set = new SlotSet<GrantConnection>('liveSlot');
       this.live.set(grant.id, set);
     }
     set.add(ctx);
@@ -337,7 +342,9 @@ export class GrantRegistry {
     if (ctx.grantId === null) return;
     const set = this.live.get(ctx.grantId);
     set?.delete(ctx);
-    if (set?.size === 0) this.live.delete(ctx.grantId);
+    // A grant's empty set stays while the grant does: deleting and re-adding the entry per connection
+    // would churn the Map as a Set would (core/slot-set.ts). remove() drops it with the grant.
+    if (set?.size === 0 && !this.grants.has(ctx.grantId)) this.live.delete(ctx.grantId);
   }
 
   /** Adds bytes to a grant's budget; false once maxBytes is passed. */

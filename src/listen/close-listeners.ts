@@ -10,7 +10,7 @@ export interface ClosableListener {
   /** A node:http server fed sockets by `server` (it never listened itself), or null. */
   readonly http: http.Server | null;
   /** Every accepted socket not yet closed. */
-  readonly sockets: Set<net.Socket>;
+  readonly sockets: { readonly size: number } & Iterable<net.Socket>;
   readonly socketFile: SocketFile | null;
 }
 

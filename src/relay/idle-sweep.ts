@@ -3,9 +3,9 @@
 // whole limit. socket.setTimeout instead costs a timer per socket and a timer refresh per read and write.
 // A tunnel is ended between `idleMs` and `idleMs + 2 × periodMs` after its last byte (period: a quarter
 // of the limit, 10 ms to 1 s).
-import { PeriodicSweep, sweepPeriodMs } from '../core/index.js';
+import { PeriodicSweep, sweepPeriodMs, type SweepItem } from '../core/index.js';
 
-export interface IdleWatched {
+export interface IdleWatched extends SweepItem {
   /** Set by the tunnel on every chunk; cleared by the sweep. */
   active: boolean;
   /** When the sweep last saw the tunnel active (ms, the sweep's clock). */

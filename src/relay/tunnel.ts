@@ -98,6 +98,7 @@ function onUpstreamClose(this: TunnelSocket): void {
 export class Tunnel implements IdleWatched, ReadTarget {
   active = true;
   idleSinceMs = 0;
+  sweepSlot = -1;
   /** performance.now() of the first chunk from the origin side, or null until one comes. */
   firstDownAt: number | null = null;
   private closedBy: CloseReason | null = null;

@@ -32,7 +32,7 @@ export async function expectResourcesSettle(baseline: ResourceCounts, opts: { ti
 
 /** What these helpers need of a running Sluice (TestSluice or an app started by hand). */
 export interface WithListeners {
-  readonly app: { readonly listeners: readonly { readonly sockets: ReadonlySet<unknown> }[] };
+  readonly app: { readonly listeners: readonly { readonly sockets: { readonly size: number } }[] };
 }
 
 /** Client sockets Sluice still holds, over every listener. */

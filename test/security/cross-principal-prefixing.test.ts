@@ -188,6 +188,59 @@ async function attack(proxyPort: number, base: string, tag: string): Promise<{ a
   return { aPaths, bPaths };
 }
 
+/**
+ * A TCP relay between Sluice and Squid that numbers each connection Sluice opens and lists the
+ * absolute-form request targets Sluice sent on it. A connection's identity, where Squid's log has only
+ * the client port, which the kernel can give a later connection once the earlier one is closed
+ * (net.ipv4.tcp_tw_reuse on loopback). A's smuggled body holds an origin-form line, never listed.
+ */
+interface ConnectionSpy {
+  readonly url: string;
+  /** The targets sent on each connection Sluice opened, in order. */
+  readonly connections: readonly string[][];
+  close(): Promise<void>;
+}
+
+async function startConnectionSpy(upstreamPort: number, base: string): Promise<ConnectionSpy> {
+  const connections: string[][] = [];
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const seen: string[] = [];
+    connections.push(seen);
+    let text = '';
+    const upstream = net.connect(upstreamPort, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => undefined);
+    }
+    client.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+      for (let at = text.indexOf(` ${base}/`); at >= 0; at = text.indexOf(` ${base}/`)) {
+        const end = text.indexOf(' ', at + 1);
+        if (end < 0) break;
+        seen.push(text.slice(at + 1 + base.length, end));
+        text = text.slice(end);
+      }
+      if (text.length > base.length + 64) text = text.slice(-(base.length + 64));
+    });
+    client.pipe(upstream);
+    upstream.pipe(client);
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    connections,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
 /** What the origin saw: B's credential only on B's own requests, and A's chosen path never with it. */
 function expectNoPrefixing(hits: readonly OriginHit[], aPaths: readonly string[], bPaths: readonly string[]): void {
   const bOwn = new Set(bPaths);
@@ -301,6 +354,7 @@ describe('cross-principal request prefixing (review 2026-12-04 finding 6)', () =
 describe.skipIf(!squidAvailable() && process.env.CI !== 'true')('cross-principal request prefixing through a Basic upstream proxy (real Squid)', () => {
   let origin: NonReadingOrigin;
   let squid: Squid;
+  let spy: ConnectionSpy;
   let sluice: TestSluice;
   let dir: string;
   let base: string;
@@ -310,17 +364,19 @@ describe.skipIf(!squidAvailable() && process.env.CI !== 'true')('cross-principal
     base = `http://origin.test:${origin.port}`;
     // Squid's own origin pool would carry A's unread body to B's request (see the header): off here.
     squid = await startSquid({ hosts: { 'origin.test': '127.0.0.1' }, users: { alice: 's3cret' }, serverPersistentConnections: false });
+    spy = await startConnectionSpy(Number(new URL(squid.url).port), base);
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-prefixing-'));
     const credentialsFile = path.join(dir, 'squid-creds.txt');
     fs.writeFileSync(credentialsFile, 'alice:s3cret\n', { mode: 0o600 });
     sluice = await startSluice({
       dns: { hosts: { 'origin.test': ['127.0.0.1'] } },
-      route: { mode: 'proxy', proxy: { url: squid.url, credentialsFile } },
+      route: { mode: 'proxy', proxy: { url: spy.url, credentialsFile } },
       grants: grantsFor(origin.port),
     });
   });
   afterAll(async () => {
     await sluice?.close();
+    await spy?.close();
     await squid?.close();
     await origin?.close();
     if (dir !== undefined) fs.rmSync(dir, { recursive: true, force: true });
@@ -331,21 +387,16 @@ describe.skipIf(!squidAvailable() && process.env.CI !== 'true')('cross-principal
     const { aPaths, bPaths } = await attack(sluice.port, base, 'squid');
     await waitUntil(() => origin.hits.length - before >= aPaths.length + bPaths.length, { timeoutMs: 5000, label: 'origin logged every request' });
     expectNoPrefixing(origin.hits.slice(before), aPaths, bPaths);
-    expect(sluice.decisions().filter((d) => d.principal === 'a' || d.principal === 'b').every((d) => d.route === `proxy ${squid.url}`)).toBe(true);
+    expect(sluice.decisions().filter((d) => d.principal === 'a' || d.principal === 'b').every((d) => d.route === `proxy ${spy.url}`)).toBe(true);
 
-    // Squid's %>p is the port of Sluice's connection to it: A's and B's never coincide, and each POST
-    // of A came on a connection of its own.
+    // Sluice's connections to Squid, as the spy saw them: each POST of A came on a connection of its
+    // own, which carried nothing else, and B's requests never rode one of A's.
     const entries = await squid.waitForLog((e) => e.filter((x) => x.url.includes('/squid-')).length >= aPaths.length + bPaths.length, 10_000);
-    const portsOf = (paths: readonly string[]): number[] => {
-      const wanted = new Set(paths.map((p) => `${base}${p}`));
-      return entries.filter((e) => wanted.has(e.url)).map((e) => e.clientPort);
-    };
-    const aPorts = portsOf(aPaths);
-    const bPorts = new Set(portsOf(bPaths));
-    expect(aPorts).toHaveLength(aPaths.length);
-    expect(bPorts.size).toBeGreaterThan(0);
-    expect(aPorts.filter((p) => bPorts.has(p))).toEqual([]);
-    expect(new Set(aPorts).size).toBe(aPaths.length);
+    const aOwn = new Set(aPaths);
+    const carryingA = spy.connections.filter((targets) => targets.some((t) => aOwn.has(t)));
+    expect(carryingA.flat().sort()).toEqual([...aPaths].sort());
+    expect(carryingA.filter((targets) => targets.length !== 1)).toEqual([]);
+    expect(spy.connections.flat().filter((t) => t.includes('-b-')).sort()).toEqual([...bPaths].sort());
     expect(entries.filter((e) => e.url.includes('/squid-')).every((e) => e.user === 'alice' && e.status === 200)).toBe(true);
   }, 40_000);
 });

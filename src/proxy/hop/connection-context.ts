@@ -20,6 +20,8 @@ export class ConnectionContext {
   tunnelHop: Hop | null = null;
   /** The grant this connection is attached to (counted against its budgets). */
   grantId: string | null = null;
+  /** The grant registry's index of this connection among its grant's live ones (GrantConnection). */
+  liveSlot = -1;
   /**
    * The node:http server that parses this connection's requests: its listener's (on a SOCKS5 listener,
    * one kept for mediated tunnels only); null where nothing can parse them, and then no tunnel is mediated.

@@ -35,6 +35,8 @@ export interface HopStamp {
 interface Entry extends RememberedHop, HopStamp {
   /** monotonic ms after which the checked addresses are no longer vouched for (the answer's TTL). */
   readonly validUntil: number;
+  /** Served since eviction last passed it: it gets a second chance instead of going out. */
+  used: boolean;
 }
 
 export interface HopCacheSources {
@@ -52,8 +54,10 @@ export const DEFAULT_HOP_CACHE_ENTRIES = 10_000;
 const NO_EPOCH = (): unknown => null;
 
 /**
- * Least recently used first out, one entry at a time, as route/'s PAC answer cache does: a Map keeps
- * insertion order and a hit re-inserts its key at the end (lru-cache belongs to resolve/).
+ * Least recently used first out, approximately (second chance, CLOCK): a Map keeps insertion order, a hit
+ * only marks its entry, and eviction moves a marked entry to the end with its mark cleared instead of
+ * dropping it. Re-inserting the key on every hit (a true LRU) deleted and added a Map entry per hop, and a
+ * Map churned per connection chains its outgrown tables (core/slot-set.ts). lru-cache belongs to resolve/.
  */
 export class HopCache {
   private readonly entries = new Map<string, Entry>();
@@ -81,10 +85,12 @@ export class HopCache {
   get(key: string): RememberedHop | undefined {
     const entry = this.entries.get(key);
     if (entry === undefined) return undefined;
-    this.entries.delete(key);
     const { registry, self, now } = this.sources;
-    if (entry.revision !== registry.revision || entry.selfVersion !== self.version || entry.routeEpoch !== this.epoch() || entry.validUntil <= now()) return undefined;
-    this.entries.set(key, entry);
+    if (entry.revision !== registry.revision || entry.selfVersion !== self.version || entry.routeEpoch !== this.epoch() || entry.validUntil <= now()) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    entry.used = true;
     return entry;
   }
 
@@ -106,7 +112,7 @@ export class HopCache {
     const { principal, grant, canonical, route, answerTtlMs } = hop;
     if (principal === null || grant === null || canonical === null || route === null || answerTtlMs === null || !(answerTtlMs > 0)) return;
     this.entries.delete(key);
-    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
+    if (this.entries.size >= this.maxEntries) this.evictOne();
     this.entries.set(key, {
       principal,
       grant,
@@ -122,7 +128,21 @@ export class HopCache {
       selfVersion: stamp.selfVersion,
       routeEpoch: stamp.routeEpoch,
       validUntil: this.sources.now() + answerTtlMs,
+      used: false,
     });
+  }
+
+  /** Drops the oldest entry not served since eviction last passed it; bounded: each pass clears a mark. */
+  private evictOne(): void {
+    for (let passed = this.entries.size; passed > 0; passed--) {
+      const [key, entry] = this.entries.entries().next().value as [string, Entry];
+      this.entries.delete(key);
+      if (!entry.used) return;
+      entry.used = false;
+      this.entries.set(key, entry);
+    }
+    // Every entry was marked: each went to the end unmarked, so the oldest goes now.
+    this.entries.delete(this.entries.keys().next().value as string);
   }
 
   /** Forgets everything (a reload that changed what the sources cannot see, such as listeners). */

@@ -2,6 +2,7 @@
 // relays each connection byte for byte to one grant's dedicated Unix socket bound into the sandbox. It
 // holds no authority: the principal is whichever grant's socket it reaches; it reads and decides nothing.
 import net from 'node:net';
+import { SlotSet } from '../../core/index.js';
 import { connectUnix } from '../../egress/index.js';
 import { bindTcp } from '../../listen/index.js';
 
@@ -10,8 +11,11 @@ export interface Bridge {
   close(): Promise<void>;
 }
 
+const BRIDGE_SLOT = Symbol('sluice.bridgeSlot');
+
 export async function startBridge(host: string, port: number, grantSocket: string, onError: (message: string) => void): Promise<Bridge> {
-  const sockets = new Set<net.Socket>();
+  // One member per connection: a SlotSet, not a Set (ADR 0025).
+  const sockets = new SlotSet<net.Socket>(BRIDGE_SLOT);
   const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (client) => {
     sockets.add(client);
     client.once('close', () => sockets.delete(client));

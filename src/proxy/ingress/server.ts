@@ -4,7 +4,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import type { ListenerSection } from '../../config/index.js';
-import { SOCKET_HIGH_WATER_MARK } from '../../core/index.js';
+import { SlotSet, SOCKET_HIGH_WATER_MARK } from '../../core/index.js';
 import { Deadlines, isUnixSocketAlive } from '../../egress/index.js';
 import { ConnectionContext } from '../hop/connection-context.js';
 import { Hop } from '../hop/hop.js';
@@ -20,6 +20,8 @@ import { acceptTls, bindListener, closeListeners, loadListenerTls, presentedCert
 import { carriedOver } from '../../relay/index.js';
 
 const CONTEXT = Symbol('sluice.connection');
+/** An accepted socket's index in its listener's SlotSet (a Set would chain its tables: core/slot-set.ts). */
+const LISTENER_SLOT = Symbol('sluice.listenerSlot');
 type TaggedSocket = net.Socket & { [CONTEXT]?: ConnectionContext };
 
 export interface BoundListener {
@@ -33,7 +35,7 @@ export interface BoundListener {
    */
   readonly http: http.Server | null;
   /** Every accepted client socket, including those handed over to CONNECT tunnels, for shutdown. */
-  readonly sockets: Set<net.Socket>;
+  readonly sockets: SlotSet<net.Socket>;
   /** A Unix listener's socket file, removed on stop (null for TCP). */
   readonly socketFile: SocketFile | null;
   /** A TLS listener's context for new handshakes (listeners[].tls); a reload swaps `current`. */
@@ -66,7 +68,7 @@ function headParsed(socket: net.Socket): ConnectionContext | undefined {
 }
 
 /** Admission, the connection context and socket tracking: the same for HTTP and SOCKS5 listeners. */
-function acceptConnection(rt: ProxyRuntime, section: ListenerSection, sockets: Set<net.Socket>, socket: TaggedSocket, httpServer: http.Server): ConnectionContext | null {
+function acceptConnection(rt: ProxyRuntime, section: ListenerSection, sockets: SlotSet<net.Socket>, socket: TaggedSocket, httpServer: http.Server): ConnectionContext | null {
   const ctx = new ConnectionContext(socket, section.name, { boundGrant: section.grant ?? null });
   ctx.httpServer = httpServer;
   if (!rt.gate.tryAdmit(section.name, section.maxConnections)) {
@@ -153,7 +155,7 @@ function startTls(rt: ProxyRuntime, section: ListenerSection, ctx: ConnectionCon
   transport.once('data', onFirst);
 }
 
-function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: Set<net.Socket>, gate: AcceptGate, tls: TlsHolder | null): ListenerServers {
+function createListenerServer(rt: ProxyRuntime, section: ListenerSection, limits: HttpLimits, sockets: SlotSet<net.Socket>, gate: AcceptGate, tls: TlsHolder | null): ListenerServers {
   const proxyHeader = section.proxyProtocol === undefined ? null : proxyProtocolGate(section.proxyProtocol.trustedSources, limits.headersTimeoutMs);
   // A SOCKS5 listener's node:http server parses only mediated tunnels (mediated-tunnel.ts).
   const httpServer = createHttpServer(rt, limits);
@@ -353,7 +355,7 @@ export async function startListeners(rt: ProxyRuntime, sections: readonly Listen
   const bound: BoundListener[] = [];
   try {
     for (const section of sections) {
-      const sockets = new Set<net.Socket>();
+      const sockets = new SlotSet<net.Socket>(LISTENER_SLOT);
       const acceptGate: AcceptGate = { isOpen: false };
       // A file set that does not load fails the start (or the reload) naming the key: never a listener
       // that accepts and then fails every handshake.

@@ -48,7 +48,7 @@ interface FakeConnection extends GrantConnection {
 
 function connection(): FakeConnection {
   const ended: CloseReason[] = [];
-  return { grantId: null, tunnelHop: null, socket: new EventEmitter(), ended, end: (reason) => void ended.push(reason), limitDuration: () => undefined };
+  return { grantId: null, liveSlot: -1, tunnelHop: null, socket: new EventEmitter(), ended, end: (reason) => void ended.push(reason), limitDuration: () => undefined };
 }
 
 const NO_INTERFACES = new HostAddresses(() => ({}));

@@ -109,6 +109,7 @@ function connection(tunnelHop: GrantConnection['tunnelHop'] = null): FakeConnect
   const durations: number[] = [];
   return {
     grantId: null,
+    liveSlot: -1,
     tunnelHop,
     socket,
     ended,
