@@ -16,6 +16,8 @@ export const PRINCIPAL_POOL_DEFAULTS: PrincipalPoolOptions = { maxPrincipals: 25
 
 export class PrincipalPools {
   private readonly byPrincipal = new Map<string, Dispatcher>();
+  /** The most recently used principal: its key is already last, so a request of it moves nothing (ADR 0025). */
+  private newest: string | null = null;
 
   constructor(
     private readonly create: () => Dispatcher,
@@ -27,12 +29,16 @@ export class PrincipalPools {
     const found = this.byPrincipal.get(principal);
     if (found !== undefined) {
       // Most recently used last: Map keeps insertion order, so the first key is the one to close.
-      this.byPrincipal.delete(principal);
-      this.byPrincipal.set(principal, found);
+      if (principal !== this.newest) {
+        this.byPrincipal.delete(principal);
+        this.byPrincipal.set(principal, found);
+        this.newest = principal;
+      }
       return found;
     }
     const created = this.create();
     this.byPrincipal.set(principal, created);
+    this.newest = principal;
     if (this.byPrincipal.size > this.options.maxPrincipals) {
       const [oldest, dispatcher] = this.byPrincipal.entries().next().value as [string, Dispatcher];
       this.byPrincipal.delete(oldest);
@@ -47,6 +53,7 @@ export class PrincipalPools {
     const dispatcher = this.byPrincipal.get(principal);
     if (dispatcher === undefined) return;
     this.byPrincipal.delete(principal);
+    if (this.newest === principal) this.newest = null;
     void dispatcher.destroy().catch(() => undefined);
   }
 
@@ -57,6 +64,7 @@ export class PrincipalPools {
   async close(): Promise<void> {
     const all = [...this.byPrincipal.values()];
     this.byPrincipal.clear();
+    this.newest = null;
     await Promise.all(all.map((d) => d.close().catch(() => undefined)));
   }
 }
