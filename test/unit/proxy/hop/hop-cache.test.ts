@@ -207,6 +207,20 @@ describe('HopCache bounds: an LRU of maxEntries; 0 disables it', () => {
     expect(cache.get(c)).toBeDefined();
   });
 
+  it('gives an entry served since the last eviction one more round, and evicts the oldest when every entry was served', () => {
+    const cache = new HopCache(sources(), 3);
+    const [a, b, c, d, e] = ['a', 'b', 'c', 'd', 'e'].map((h) => HopCache.key('connect', 'shared', null, 'Bearer tok-a', `${h}.test:443`)) as [string, string, string, string, string];
+    for (const k of [a, b, c]) cache.remember(k, allowedHop(30_000, 'x.test:443'), cache.stamp());
+    for (const k of [a, b, c]) expect(cache.get(k)).toBeDefined();
+    // Every entry served: the marks are cleared in one pass and the oldest (a) goes.
+    cache.remember(d, allowedHop(30_000, 'x.test:443'), cache.stamp());
+    expect([a, b, c, d].map((k) => cache.get(k) !== undefined)).toEqual([false, true, true, true]);
+    // b, c and d were just served again; e pushes out b, the oldest of them, after one pass.
+    cache.remember(e, allowedHop(30_000, 'x.test:443'), cache.stamp());
+    expect(cache.size).toBe(3);
+    expect([b, c, d, e].map((k) => cache.get(k) !== undefined)).toEqual([false, true, true, true]);
+  });
+
   it('remembers nothing with maxEntries 0', () => {
     const cache = new HopCache(sources(), 0);
     cache.remember(KEY, allowedHop(), cache.stamp());
