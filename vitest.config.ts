@@ -16,14 +16,10 @@ export default defineConfig({
           name: 'soak',
           include: ['test/soak/**/*.test.ts'],
           // The soak bounds this process's RSS after its load, and this process also runs the soak's
-          // clients and echo server. Without these, RSS measures the allocator, not Sluice:
-          // - glibc serves Node's 64 KiB read buffers from its main heap and keeps the high-water mark
-          //   (Node 24, one run: 192 MiB of [heap] after the soak with 4.5 MiB of buffers live); with
-          //   buffers of 32 KiB and up mapped on their own, a freed buffer leaves RSS;
-          // - V8 grows the young generation to the load (Node 24: 128 MiB reserved), which is V8's
-          //   choice, not a leak; a fixed ceiling keeps it out of the comparison.
+          // clients and echo server, whose 64 KiB read buffers glibc serves from its main heap and keeps
+          // at the high-water mark (Node 24, one run: 192 MiB of [heap] after the soak with 4.5 MiB of
+          // buffers live). Blocks of 32 KiB and up mapped on their own leave RSS when freed (88 MiB).
           env: { GLIBC_TUNABLES: 'glibc.malloc.mmap_threshold=32768' },
-          execArgv: ['--max-semi-space-size=16'],
         },
       },
     ],
