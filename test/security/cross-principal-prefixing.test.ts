@@ -25,6 +25,7 @@ import readline from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stopChild } from '../support/child-process.js';
 import { parseResponseHead } from '../support/raw-client.js';
+import { startRecorder, type Recorder } from '../support/recorder.js';
 import { squidAvailable, startSquid, type Squid } from '../support/squid.js';
 import { startSluice, tokenHash, type TestSluice } from '../support/sluice.js';
 import { waitUntil, withTimeout } from '../support/wait.js';
@@ -189,56 +190,19 @@ async function attack(proxyPort: number, base: string, tag: string): Promise<{ a
 }
 
 /**
- * A TCP relay between Sluice and Squid that numbers each connection Sluice opens and lists the
- * absolute-form request targets Sluice sent on it. A connection's identity, where Squid's log has only
- * the client port, which the kernel can give a later connection once the earlier one is closed
+ * The absolute-form request targets under `base` in what Sluice sent on one connection to Squid. The
+ * recorder between them numbers the connections: a connection's identity, where Squid's log has only the
+ * client port, which the kernel can give a later connection once the earlier one is closed
  * (net.ipv4.tcp_tw_reuse on loopback). A's smuggled body holds an origin-form line, never listed.
  */
-interface ConnectionSpy {
-  readonly url: string;
-  /** The targets sent on each connection Sluice opened, in order. */
-  readonly connections: readonly string[][];
-  close(): Promise<void>;
-}
-
-async function startConnectionSpy(upstreamPort: number, base: string): Promise<ConnectionSpy> {
-  const connections: string[][] = [];
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const seen: string[] = [];
-    connections.push(seen);
-    let text = '';
-    const upstream = net.connect(upstreamPort, '127.0.0.1');
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => undefined);
-    }
-    client.on('data', (chunk: Buffer) => {
-      text += chunk.toString('latin1');
-      for (let at = text.indexOf(` ${base}/`); at >= 0; at = text.indexOf(` ${base}/`)) {
-        const end = text.indexOf(' ', at + 1);
-        if (end < 0) break;
-        seen.push(text.slice(at + 1 + base.length, end));
-        text = text.slice(end);
-      }
-      if (text.length > base.length + 64) text = text.slice(-(base.length + 64));
-    });
-    client.pipe(upstream);
-    upstream.pipe(client);
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
-    connections,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
+function targetsSent(text: string, base: string): string[] {
+  const targets: string[] = [];
+  for (let at = text.indexOf(` ${base}/`); at >= 0; at = text.indexOf(` ${base}/`, at + 1)) {
+    const end = text.indexOf(' ', at + 1);
+    if (end < 0) break;
+    targets.push(text.slice(at + 1 + base.length, end));
+  }
+  return targets;
 }
 
 /** What the origin saw: B's credential only on B's own requests, and A's chosen path never with it. */
@@ -354,7 +318,8 @@ describe('cross-principal request prefixing (review 2026-12-04 finding 6)', () =
 describe.skipIf(!squidAvailable() && process.env.CI !== 'true')('cross-principal request prefixing through a Basic upstream proxy (real Squid)', () => {
   let origin: NonReadingOrigin;
   let squid: Squid;
-  let spy: ConnectionSpy;
+  let spy: Recorder;
+  let spyUrl: string;
   let sluice: TestSluice;
   let dir: string;
   let base: string;
@@ -364,13 +329,14 @@ describe.skipIf(!squidAvailable() && process.env.CI !== 'true')('cross-principal
     base = `http://origin.test:${origin.port}`;
     // Squid's own origin pool would carry A's unread body to B's request (see the header): off here.
     squid = await startSquid({ hosts: { 'origin.test': '127.0.0.1' }, users: { alice: 's3cret' }, serverPersistentConnections: false });
-    spy = await startConnectionSpy(Number(new URL(squid.url).port), base);
+    spy = await startRecorder(Number(new URL(squid.url).port));
+    spyUrl = `http://127.0.0.1:${spy.port}`;
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-prefixing-'));
     const credentialsFile = path.join(dir, 'squid-creds.txt');
     fs.writeFileSync(credentialsFile, 'alice:s3cret\n', { mode: 0o600 });
     sluice = await startSluice({
       dns: { hosts: { 'origin.test': ['127.0.0.1'] } },
-      route: { mode: 'proxy', proxy: { url: spy.url, credentialsFile } },
+      route: { mode: 'proxy', proxy: { url: spyUrl, credentialsFile } },
       grants: grantsFor(origin.port),
     });
   });
@@ -387,16 +353,17 @@ describe.skipIf(!squidAvailable() && process.env.CI !== 'true')('cross-principal
     const { aPaths, bPaths } = await attack(sluice.port, base, 'squid');
     await waitUntil(() => origin.hits.length - before >= aPaths.length + bPaths.length, { timeoutMs: 5000, label: 'origin logged every request' });
     expectNoPrefixing(origin.hits.slice(before), aPaths, bPaths);
-    expect(sluice.decisions().filter((d) => d.principal === 'a' || d.principal === 'b').every((d) => d.route === `proxy ${spy.url}`)).toBe(true);
+    expect(sluice.decisions().filter((d) => d.principal === 'a' || d.principal === 'b').every((d) => d.route === `proxy ${spyUrl}`)).toBe(true);
 
-    // Sluice's connections to Squid, as the spy saw them: each POST of A came on a connection of its
+    // Sluice's connections to Squid, as the recorder saw them: each POST of A came on a connection of its
     // own, which carried nothing else, and B's requests never rode one of A's.
     const entries = await squid.waitForLog((e) => e.filter((x) => x.url.includes('/squid-')).length >= aPaths.length + bPaths.length, 10_000);
     const aOwn = new Set(aPaths);
-    const carryingA = spy.connections.filter((targets) => targets.some((t) => aOwn.has(t)));
+    const sentOn = spy.receivedPerConnection().map((text) => targetsSent(text, base));
+    const carryingA = sentOn.filter((targets) => targets.some((t) => aOwn.has(t)));
     expect(carryingA.flat().sort()).toEqual([...aPaths].sort());
     expect(carryingA.filter((targets) => targets.length !== 1)).toEqual([]);
-    expect(spy.connections.flat().filter((t) => t.includes('-b-')).sort()).toEqual([...bPaths].sort());
+    expect(sentOn.flat().filter((t) => t.includes('-b-')).sort()).toEqual([...bPaths].sort());
     expect(entries.filter((e) => e.url.includes('/squid-')).every((e) => e.user === 'alice' && e.status === 200)).toBe(true);
   }, 40_000);
 });

@@ -7,22 +7,30 @@ export interface Recorder {
   port: number;
   readonly connections: number;
   received(): string;
+  /** What the origin was sent on each connection, in the order they were opened. */
+  receivedPerConnection(): string[];
   close(): Promise<void>;
 }
 
 export async function startRecorder(targetPort: number): Promise<Recorder> {
   const chunks: Buffer[] = [];
+  const perConnection: Buffer[][] = [];
   const sockets = new Set<net.Socket>();
   let connections = 0;
   const server = net.createServer((client) => {
     connections += 1;
+    const own: Buffer[] = [];
+    perConnection.push(own);
     const upstream = net.connect(targetPort, '127.0.0.1');
     for (const s of [client, upstream]) {
       sockets.add(s);
       s.on('error', () => undefined);
       s.once('close', () => sockets.delete(s));
     }
-    client.on('data', (chunk: Buffer) => chunks.push(chunk));
+    client.on('data', (chunk: Buffer) => {
+      chunks.push(chunk);
+      own.push(chunk);
+    });
     client.pipe(upstream);
     upstream.pipe(client);
     client.once('close', () => upstream.destroy());
@@ -35,6 +43,7 @@ export async function startRecorder(targetPort: number): Promise<Recorder> {
       return connections;
     },
     received: () => Buffer.concat(chunks).toString('latin1'),
+    receivedPerConnection: () => perConnection.map((own) => Buffer.concat(own).toString('latin1')),
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
