@@ -10,7 +10,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import tty from 'node:tty';
 import { fileURLToPath } from 'node:url';
-import v8 from 'node:v8';
 
 const EXIT_CONFIG = 2;
 
@@ -69,9 +68,8 @@ async function loadCheckedOrExit(file: string): Promise<Config> {
   return checked.config;
 }
 
-/** The V8 flags `sluice start` runs with (ADR 0021): a 16 MB young generation, no incremental marking. */
+/** The V8 flag `sluice start` runs with (ADR 0021): a 16 MB young generation. */
 const YOUNG_GENERATION_FLAG = '--min-semi-space-size=16';
-const NO_INCREMENTAL_MARKING_FLAG = '--no-incremental-marking';
 /** `SLUICE_GC_FLAGS=off` starts with V8's own defaults. */
 const GC_FLAGS_OPT_OUT = 'SLUICE_GC_FLAGS';
 
@@ -83,32 +81,28 @@ function gcFlagsGiven(names: readonly string[]): string[] {
 type Execve = (file: string, args: readonly string[], env: NodeJS.ProcessEnv) => never;
 
 /**
- * Sets the GC flags of ADR 0021 unless the operator set them (or SLUICE_GC_FLAGS=off), and returns the GC
- * flags in effect, for the started line. The young generation is sized when V8 creates the isolate, so
- * that flag needs a new process image: process.execve (Node >= 22.15) keeps the pid, stdio and signals
- * of whoever started us. Node 20 has no execve and gets only what can be set at run time.
+ * Sizes the young generation (ADR 0021) unless the operator did (or SLUICE_GC_FLAGS=off), and returns the GC
+ * flags in effect, for the started line. V8 sizes it when it creates the isolate, so the flag needs a new
+ * process image: process.execve (Node >= 22.15) keeps the pid, stdio and signals of whoever started us.
+ * Node 20 has no execve and keeps V8's defaults. Incremental marking stays on: atomic full collections
+ * deoptimized the hot path at every one (ADR 0021, amendment of 2026-12-05).
  */
 function applyGcFlags(): readonly string[] {
-  const all = ['--min-semi-space-size', '--max-semi-space-size', '--incremental-marking'];
-  if (process.env[GC_FLAGS_OPT_OUT] === 'off') return gcFlagsGiven(all);
-  const markingGiven = gcFlagsGiven(['--incremental-marking']).length > 0;
+  const reported = ['--min-semi-space-size', '--max-semi-space-size', '--incremental-marking'];
+  if (process.env[GC_FLAGS_OPT_OUT] === 'off') return gcFlagsGiven(reported);
   const execve = (process as unknown as { execve?: Execve }).execve;
   if (gcFlagsGiven(['--min-semi-space-size', '--max-semi-space-size']).length === 0 && typeof execve === 'function') {
-    const flags = markingGiven ? [YOUNG_GENERATION_FLAG] : [YOUNG_GENERATION_FLAG, NO_INCREMENTAL_MARKING_FLAG];
     try {
-      execve(process.execPath, [process.execPath, ...flags, ...process.execArgv, ...process.argv.slice(1)], process.env);
+      execve(process.execPath, [process.execPath, YOUNG_GENERATION_FLAG, ...process.execArgv, ...process.argv.slice(1)], process.env);
     } catch {
       // Refused (a seccomp filter, a deleted binary): start as we are, with V8's default young generation.
     }
   }
-  if (markingGiven) return gcFlagsGiven(all);
-  // V8 reads this flag when it decides whether to start a marking cycle, so it holds from here on.
-  v8.setFlagsFromString(NO_INCREMENTAL_MARKING_FLAG);
-  return [...gcFlagsGiven(all), NO_INCREMENTAL_MARKING_FLAG];
+  return gcFlagsGiven(reported);
 }
 
 async function runStart(options: { config: string }): Promise<void> {
-  // Before anything allocates: the full-GC storm and the scavenge p99 of issue 26 are V8 scheduling.
+  // Before anything allocates: the scavenge p99 of issue 26 is V8 scheduling.
   const gcFlags = applyGcFlags();
   const config = await loadCheckedOrExit(options.config);
   const { startApp, startedLine } = await import('./app.js');

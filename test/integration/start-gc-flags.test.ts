@@ -1,8 +1,9 @@
 // `sluice start` as the process users run (issue 26, item 2; ADR 0021): it runs with the GC flags Sluice
-// sets for itself (a 16 MB young generation where Node can re-exec in place, no incremental marking),
-// keeps the pid its starter knows, honours the operator's own flags and SLUICE_GC_FLAGS=off, and a
-// default start never loads ioredis or pac-resolver. What it loads is recorded by a resolve hook the
-// child gets through --import; the flags are read back from the started line and /proc/<pid>/cmdline.
+// sets for itself (a 16 MB young generation where Node can re-exec in place; incremental marking left
+// on: ADR 0021's amendment of 2026-12-05), keeps the pid its starter knows, honours the operator's own
+// flags and SLUICE_GC_FLAGS=off, and a default start never loads ioredis or pac-resolver. What it loads
+// is recorded by a resolve hook the child gets through --import; the flags are read back from the started
+// line and /proc/<pid>/cmdline.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -65,10 +66,20 @@ describe('sluice start: GC flags of its own, and nothing loaded it does not use'
 
   it('runs a default start with its GC flags in effect, in the pid it was started as, and stops on SIGTERM', async () => {
     const { child, gcFlags } = await start('default', []);
-    expect(gcFlags).toEqual(canExecve ? [YOUNG, NO_INCREMENTAL] : [NO_INCREMENTAL]);
+    expect(gcFlags).toEqual(canExecve ? [YOUNG] : []);
     // The pid the starter holds is the process that runs with the flag: no wrapper parent.
-    expect(cmdline(child.pid).includes(YOUNG)).toBe(canExecve);
+    const args = cmdline(child.pid);
+    expect(args.includes(YOUNG)).toBe(canExecve);
+    // No flag that turns V8's full collections atomic: each one deoptimized the hot path (ADR 0021).
+    expect(args.filter((a) => a.replace(/_/g, '-').includes('incremental-marking'))).toEqual([]);
     expect(await child.stop('SIGTERM', 10_000)).toBe(0);
+  });
+
+  it("keeps an operator's --no-incremental-marking and still sizes the young generation", async () => {
+    const { child, gcFlags } = await start('atomic', [NO_INCREMENTAL]);
+    expect(gcFlags).toEqual(canExecve ? [YOUNG, NO_INCREMENTAL] : [NO_INCREMENTAL]);
+    expect(cmdline(child.pid)).toContain(NO_INCREMENTAL);
+    await child.stop('SIGTERM', 10_000);
   });
 
   it('loads neither ioredis nor pac-resolver for a file ledger and route.mode direct', async () => {
