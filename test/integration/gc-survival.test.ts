@@ -21,8 +21,9 @@ const AUTH = { 'Proxy-Authorization': `Basic ${Buffer.from(`gc:${TOKEN}`).toStri
 const CONCURRENCY = 32;
 // Before the forced GC: JIT warm-up and a young generation grown to its working size.
 const WARM_TUNNELS = 3_000;
-// Node 24's 16 MB semi-spaces (ADR 0021) take about 1,600 tunnels a scavenge here.
-const MEASURED_TUNNELS = 8_000;
+// Node 24's 16 MB semi-spaces (ADR 0021) take about 1,600 tunnels a scavenge here: enough for at least
+// three scavenges past the settling ones.
+const MEASURED_TUNNELS = 12_000;
 // A full GC on demand: the child gets --expose-gc and this module, and nothing else changes.
 const GC_ON_SIGNAL = `process.on('SIGUSR2', () => globalThis.gc());\n`;
 
@@ -31,13 +32,27 @@ interface Scavenge {
   readonly allocated: number;
 }
 
-/** The scavenges V8 reported (--trace-gc-nvp: one `key=value` line per collection) after the `after`-th full GC. */
+/**
+ * The first two scavenges after the forced full GC keep more (2-4 MB on Node 24 with incremental marking,
+ * against 0.8 MB a scavenge after them): what the full GC's marking left in the young generation. That
+ * passes with the next scavenge or two; the chained-table state of ADR 0025 keeps every scavenge high
+ * until a full GC ends it, so the scavenges after these two still tell the two apart.
+ */
+const SETTLING_SCAVENGES = 2;
+
+/**
+ * The scavenges V8 reported (--trace-gc-nvp: one `key=value` line per collection) after the `after`-th
+ * full GC, leaving out the first SETTLING_SCAVENGES after it.
+ */
 function scavengesAfter(trace: string, after: number): Scavenge[] {
   const out: Scavenge[] = [];
   let fullGcs = 0;
+  let since = 0;
   for (const line of trace.split('\n')) {
     if (line.includes(' gc=mc ')) fullGcs += 1;
     if (fullGcs < after || !line.includes(' gc=s ')) continue;
+    since += 1;
+    if (since <= SETTLING_SCAVENGES) continue;
     const field = (name: string): number => Number(new RegExp(` ${name}=(\\d+)`).exec(line)?.[1] ?? NaN);
     out.push({ survived: field('new_space_survived'), allocated: field('allocated') });
   }
@@ -98,7 +113,7 @@ describe('sluice start under a tunnel load: scavenges after a full GC keep what 
     await openTunnels(sluice.port, echo.port, MEASURED_TUNNELS);
 
     const after = scavengesAfter(sluice.stdout(), forced);
-    expect(after.length, 'scavenges after the forced full GC').toBeGreaterThanOrEqual(3);
+    expect(after.length, 'scavenges after the forced full GC, past the settling ones').toBeGreaterThanOrEqual(3);
     // Per tunnel: what a scavenge kept over the tunnels it spans (allocated bytes over the bytes one tunnel allocates).
     const perTunnel = (list: readonly Scavenge[], tunnels: number): number => {
       const allocated = list.reduce((sum, s) => sum + s.allocated, 0);
