@@ -88,7 +88,8 @@ type Execve = (file: string, args: readonly string[], env: NodeJS.ProcessEnv) =>
  * deoptimized the hot path at every one (ADR 0021, amendment of 2026-12-05).
  */
 function applyGcFlags(): readonly string[] {
-  const reported = ['--min-semi-space-size', '--max-semi-space-size', '--incremental-marking'];
+  // --no-memory-reducer is the operator's to give on Node 20 (ADR 0021, amendment): reported, never added.
+  const reported = ['--min-semi-space-size', '--max-semi-space-size', '--incremental-marking', '--memory-reducer'];
   if (process.env[GC_FLAGS_OPT_OUT] === 'off') return gcFlagsGiven(reported);
   const execve = (process as unknown as { execve?: Execve }).execve;
   if (gcFlagsGiven(['--min-semi-space-size', '--max-semi-space-size']).length === 0 && typeof execve === 'function') {

@@ -65,3 +65,16 @@ export function endSocket(socket: net.Socket, reason: CloseReason): void {
   if (WITHDRAWN.has(reason)) resetSocket(socket);
   else socket.destroy();
 }
+
+/**
+ * Passes a FIN on to `socket`, one side of a tunnel whose other side sent its own. When `socket` sent its
+ * FIN already (all it sent was read) and Node holds none of its writes, the tunnel is over both ways:
+ * close(2) alone sends the same FIN after whatever the kernel still holds (RFC 9293 §3.10.4), without the
+ * shutdown(2) and the callbacks end() makes first, and that close runs when the next tunnel may be waiting
+ * (ADR 0023). A TLS socket ends with its close_notify (RFC 8446 §6.1), and one with queued writes flushes
+ * them first: both go through end(), as does a socket that may still send (the half-close).
+ */
+export function passFin(socket: net.Socket): void {
+  if (socket.readableEnded && socket.writableLength === 0 && (socket as { encrypted?: boolean }).encrypted !== true) socket.destroy();
+  else socket.end();
+}

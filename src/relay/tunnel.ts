@@ -10,7 +10,7 @@
 import type net from 'node:net';
 import { reusedReadsOf, SHARED_READ_BYTES, type CloseReason, type ReadTarget, type ReusedReads } from '../core/index.js';
 import { adoptReusedReads } from './adopt-reused-reads.js';
-import { endSocket, withdrawsAuthority } from './end-socket.js';
+import { endSocket, passFin, withdrawsAuthority } from './end-socket.js';
 import { IdleSweep, type IdleWatched } from './idle-sweep.js';
 
 export interface RelayLimits {
@@ -73,12 +73,12 @@ function onUpstreamDrain(this: TunnelSocket): void {
 function onClientEnd(this: TunnelSocket): void {
   const tunnel = this[TUNNEL];
   tunnel.note('client_closed');
-  tunnel.upstream.end();
+  passFin(tunnel.upstream);
 }
 function onUpstreamEnd(this: TunnelSocket): void {
   const tunnel = this[TUNNEL];
   tunnel.note('origin_closed');
-  tunnel.client.end();
+  passFin(tunnel.client);
 }
 function onClientError(this: TunnelSocket): void {
   this[TUNNEL].end('client_reset');

@@ -3,14 +3,18 @@
 // before the revocation. A withdrawal resets the socket, so those bytes are dropped; every other end keeps
 // the ordinary close, so what was relayed under the grant is delivered. Never a throw, an 'error' or a
 // leaked handle, whatever state the socket is in (a Unix socket, already closed, never connected, its FIN
-// in flight). Real sockets on 127.0.0.1 and in a temp dir.
+// in flight). passFin, the FIN a tunnel passes on: it never loses a byte or turns into a reset, whatever
+// is still queued, and it never takes a TLS socket's close_notify or a half-closed side's answer away.
+// Real sockets on 127.0.0.1 and in a temp dir.
 import fs from 'node:fs';
 import net from 'node:net';
+import tls from 'node:tls';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CloseReasons, type CloseReason } from '../../../src/core/index.js';
-import { endSocket, resetSocket, withdrawsAuthority } from '../../../src/relay/index.js';
+import { endSocket, passFin, resetSocket, withdrawsAuthority } from '../../../src/relay/index.js';
+import { createTestPki } from '../../support/pki.js';
 import { readToClose, sawReset } from '../../support/read-to-close.js';
 import { waitFor, waitForClose, waitUntil } from '../../support/wait.js';
 
@@ -178,5 +182,91 @@ describe('endSocket: the ordinary close for every other end', () => {
     const r = await read;
     expect(sawReset(r)).toBe(true);
     expect(r.bytes).toBeLessThan(held / 2);
+  });
+});
+
+/** A tunnel side as Sluice's are and its peer, both half-open allowed, the peer paused; `near` has read the peer's FIN when `farEnded`. */
+async function halfOpenPair(farEnded: boolean): Promise<{ near: net.Socket; far: net.Socket }> {
+  const server = net.createServer({ allowHalfOpen: true });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const accepted = waitFor<net.Socket>(server, 'connection');
+  const far = net.connect({ port: (server.address() as net.AddressInfo).port, host: '127.0.0.1', allowHalfOpen: true });
+  far.pause();
+  far.on('error', () => undefined);
+  sockets.push(far);
+  const [near] = await Promise.all([accepted, waitFor(far, 'connect')]);
+  sockets.push(near);
+  if (farEnded) {
+    const sawFin = waitFor(near, 'end');
+    near.resume();
+    far.end();
+    await sawFin;
+  }
+  return { near, far };
+}
+
+describe('passFin: the FIN a tunnel passes on', () => {
+  it('after the peer’s own FIN, with nothing queued: closes at once, and the peer gets every byte, then a FIN', async () => {
+    const { near, far } = await halfOpenPair(true);
+    const read = readToClose(far, 5_000);
+    near.write('the last answer');
+    expect(near.writableLength).toBe(0);
+    passFin(near);
+    // No shutdown(2) first: the descriptor is closed now, which sends the FIN after what the kernel holds.
+    expect(near.destroyed).toBe(true);
+    expect(await read).toEqual({ bytes: 'the last answer'.length, error: null, ended: true });
+  });
+
+  it('after the peer’s own FIN, with writes still queued in Node: flushes every one of them, then the FIN', async () => {
+    const { near, far } = await halfOpenPair(true);
+    await fillKernel(near);
+    expect(near.writableLength).toBeGreaterThan(0);
+    // Sent to the kernel and still queued in Node: all of it must arrive.
+    const written = near.bytesWritten;
+    const read = readToClose(far, 10_000);
+    passFin(near);
+    expect(near.destroyed).toBe(false);
+    const r = await read;
+    expect(r.error).toBeNull();
+    expect(r.ended).toBe(true);
+    expect(r.bytes).toBe(written);
+  });
+
+  it('before the peer’s FIN: only half-closes, so the peer’s answer after it still arrives', async () => {
+    const { near, far } = await halfOpenPair(false);
+    const farSawFin = waitFor(far, 'end');
+    far.resume();
+    passFin(near);
+    await farSawFin;
+    expect(near.destroyed).toBe(false);
+    const answer = waitFor<Buffer>(near, 'data');
+    far.end('answer after the FIN');
+    expect(String(await answer)).toBe('answer after the FIN');
+  });
+
+  it('a TLS socket ends through end() (its close_notify), even after the peer’s FIN with nothing queued', async () => {
+    const pki = createTestPki(['localhost']);
+    const server = tls.createServer({ key: pki.keyPem, cert: pki.certPem, allowHalfOpen: true });
+    const accepted = waitFor<tls.TLSSocket>(server, 'secureConnection');
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const far = tls.connect({ port: (server.address() as net.AddressInfo).port, host: '127.0.0.1', servername: 'localhost', ca: pki.caPem });
+    far.on('error', () => undefined);
+    sockets.push(far);
+    try {
+      const [near] = await Promise.all([accepted, waitFor(far, 'secureConnect')]);
+      sockets.push(near);
+      const sawFin = waitFor(near, 'end');
+      near.resume();
+      far.end();
+      await sawFin;
+      expect(near.writableLength).toBe(0);
+      const read = readToClose(far, 5_000);
+      passFin(near);
+      expect(near.destroyed).toBe(false);
+      expect(await read).toEqual({ bytes: 0, error: null, ended: true });
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });
