@@ -243,8 +243,11 @@ export class Tunnel implements IdleWatched, ReadTarget {
   /** One side closed; `peer` is the other. */
   closed(peer: net.Socket): void {
     this.openSockets -= 1;
-    // A side that closed without a clean end (reset) takes its peer down once its writes are flushed.
-    if (this.openSockets === 1) peer.destroySoon();
+    // A side that closed without a clean end (reset) takes its peer down once its writes are flushed. A
+    // peer already destroyed (passFin closed it) gets nothing: destroySoon() would leave it a 'finish'
+    // listener that never fires, and on Node 24 that kept every tunnel's objects through each scavenge
+    // (2 KB a tunnel, the class test/integration/gc-survival.test.ts guards).
+    if (this.openSockets === 1 && !peer.destroyed) peer.destroySoon();
     if (this.openSockets === 0) this.finish();
   }
 
