@@ -29,14 +29,17 @@ afterEach(async () => {
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 });
 
-/** A connected pair: `near` is Sluice's side, `far` the client's, paused before it reads anything. */
-async function pair(address: { port: number; host: string } | { path: string }): Promise<{ near: net.Socket; far: net.Socket }> {
-  const server = net.createServer();
+/**
+ * A connected pair: `near` is Sluice's side, `far` the client's, paused before it reads anything. With
+ * `allowHalfOpen` both ends are half-closable, as a tunnel's sockets are.
+ */
+async function pair(address: { port: number; host: string } | { path: string }, allowHalfOpen = false): Promise<{ near: net.Socket; far: net.Socket }> {
+  const server = net.createServer({ allowHalfOpen });
   servers.push(server);
   await new Promise<void>((resolve) => ('path' in address ? server.listen(address.path, resolve) : server.listen(0, address.host, resolve)));
   const accepted = waitFor<net.Socket>(server, 'connection');
   const target = 'path' in address ? { path: address.path } : { port: (server.address() as net.AddressInfo).port, host: address.host };
-  const far = net.connect(target);
+  const far = net.connect({ ...target, allowHalfOpen });
   far.pause();
   // Errors are read where a test looks for them (readToClose); none may crash the worker.
   far.on('error', () => undefined);
@@ -185,18 +188,9 @@ describe('endSocket: the ordinary close for every other end', () => {
   });
 });
 
-/** A tunnel side as Sluice's are and its peer, both half-open allowed, the peer paused; `near` has read the peer's FIN when `farEnded`. */
+/** A tunnel side as Sluice's are and its peer, both half-closable, the peer paused; `near` has read the peer's FIN when `farEnded`. */
 async function halfOpenPair(farEnded: boolean): Promise<{ near: net.Socket; far: net.Socket }> {
-  const server = net.createServer({ allowHalfOpen: true });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const accepted = waitFor<net.Socket>(server, 'connection');
-  const far = net.connect({ port: (server.address() as net.AddressInfo).port, host: '127.0.0.1', allowHalfOpen: true });
-  far.pause();
-  far.on('error', () => undefined);
-  sockets.push(far);
-  const [near] = await Promise.all([accepted, waitFor(far, 'connect')]);
-  sockets.push(near);
+  const { near, far } = await pair({ port: 0, host: '127.0.0.1' }, true);
   if (farEnded) {
     const sawFin = waitFor(near, 'end');
     near.resume();
