@@ -88,7 +88,8 @@ type Execve = (file: string, args: readonly string[], env: NodeJS.ProcessEnv) =>
  * deoptimized the hot path at every one (ADR 0021, amendment of 2026-12-05).
  */
 function applyGcFlags(): readonly string[] {
-  // --no-memory-reducer is the operator's to give on Node 20 (ADR 0021, amendment): reported, never added.
+  // --no-memory-reducer is the operator's to give: Sluice cannot set it on Node 20, and Node 24 did not need
+  // it (ADR 0021, amendment). Reported, never added.
   const reported = ['--min-semi-space-size', '--max-semi-space-size', '--incremental-marking', '--memory-reducer'];
   if (process.env[GC_FLAGS_OPT_OUT] === 'off') return gcFlagsGiven(reported);
   const execve = (process as unknown as { execve?: Execve }).execve;
